@@ -6,14 +6,13 @@
 #define _POSIX_C_SOURCE 200809L
 #define HOOKS_IMPLEMENTATION
 #define TRAIN_IMPLEMENTATION
+#define BENCH_DISK
 #include "train.h"
-#include <fcntl.h>
+#include "bench.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #define COLS 10
 #define BATCHES 100
@@ -21,20 +20,6 @@ static int64_t g_rows; /* a batch's */
 static float *g_vals;
 static tr_predictions g_pred;
 
-static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec; }
-static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
-static double copy_file(const char *from, const char *to) {
-  static char buf[1 << 20];
-  double t0 = now();
-  int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ssize_t n;
-  if (in < 0 || out < 0) { perror("copy"); exit(1); }
-  while ((n = read(in, buf, sizeof buf)) > 0) if (write(out, buf, (size_t)n) != n) { perror("write"); exit(1); }
-  if (fsync(out) != 0) { perror("fsync"); exit(1); }
-  close(in);
-  close(out);
-  return now() - t0;
-}
 static int predict(void *u, void *batch, void **outputs) {
   (void)u;
   g_pred.values = g_vals + (size_t)(intptr_t)batch * (size_t)(g_rows * COLS);
@@ -61,13 +46,12 @@ static double run(const char *spec) {
   data.count = count;
   data.get = get;
   if (tr_init(&t, &d) || (spec && hk_spec_apply(t.reg, spec))) { fprintf(stderr, "setup: %s\n", tr_error(&t)); exit(1); }
-  t0 = now();
+  t0 = bench_now();
   if (tr_predict(&t, &data, 0)) { fprintf(stderr, "%s\n", tr_error(&t)); exit(1); }
-  t0 = now() - t0;
+  t0 = bench_now() - t0;
   tr_free(&t);
   return t0;
 }
-static double median3(double *v) { qsort(v, 3, sizeof *v, cmp); return v[1]; }
 
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : ".";
@@ -88,7 +72,7 @@ int main(int argc, char **argv) {
   if (!g_vals) return 1;
   for (i = 0; i < n; i++) g_vals[i] = (float)i / 7.0f; /* 9 significant digits in csv, as most predictions */
   for (k = 0; k < 3; k++) base[k] = run(NULL);
-  base_s = median3(base);
+  base_s = bench_median(base, 3);
   printf("| %lld floats, 100 batches of [%lld x %d] | writer's time | file | copy of the file (cp + sync) | ratio | per float |\n"
          "|---|---|---|---|---|---|\n", (long long)n, (long long)g_rows, COLS);
   for (c = 0; c < 4; c++) {
@@ -104,12 +88,12 @@ int main(int argc, char **argv) {
       tw[k] = run(spec) - base_s;
       if (stat(path, &st) != 0) { perror(path); return 1; }
       size = (double)st.st_size * (c == 1 ? BATCHES : 1); /* the batch files are all alike in size */
-      tc[k] = copy_file(path, copy) * (c == 1 ? BATCHES : 1);
+      tc[k] = bench_copy_file(path, copy) * (c == 1 ? BATCHES : 1);
     }
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", sub);
     if (system(cmd) != 0) return 1;
-    w = median3(tw);
-    cp = median3(tc);
+    w = bench_median(tw, 3);
+    cp = bench_median(tc, 3);
     printf("| %s | %.0f ms | %.1f MB | %.0f ms (%.0f MB/s) | %.2f | %.1f ns |\n", cases[c].what, 1e3 * w, size / 1e6, 1e3 * cp,
            size / 1e6 / cp, w / cp, 1e9 * w / (double)n);
   }

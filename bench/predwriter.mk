@@ -5,7 +5,7 @@
 BENCH_TARGETS += bench-predwriter
 BENCH_BINS += bench_predwriter
 
-$(BUILD)/bench_predwriter: bench/bench_predwriter.c hooks.h train.h | $(BUILD)
+$(BUILD)/bench_predwriter: bench/bench_predwriter.c bench/bench.h hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -O2 $< -o $@ $(LDLIBS)
 
 bench-predwriter: $(BUILD)/bench_predwriter

@@ -4,7 +4,7 @@
 BENCH_TARGETS += bench-safetensors
 BENCH_BINS += bench_safetensors
 
-$(BUILD)/bench_safetensors: bench/bench_safetensors.c hooks.h train.h | $(BUILD)
+$(BUILD)/bench_safetensors: bench/bench_safetensors.c bench/bench.h hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -O2 $< -o $@ $(LDLIBS)
 
 bench-safetensors: $(BUILD)/bench_safetensors

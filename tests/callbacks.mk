@@ -13,15 +13,4 @@ $(eval $(call cmocka_suite,callbacks,callbacks,hooks.h train.h,-fsanitize=float-
 FUZZ_CBSTATE_RUNS ?= 3000
 .PHONY: test-fuzz-cbstate
 TEST_TARGETS += test-fuzz-cbstate
-$(BUILD)/fuzz_cbstate: tests/fuzz_cbstate.c hooks.h train.h | $(BUILD)
-	$(FUZZ_CC) -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined,float-cast-overflow -fno-sanitize-recover=all \
-	  $(WARN) -I. -I$(STB_INC) -o $@ tests/fuzz_cbstate.c $(LDLIBS)
-
-test-fuzz-cbstate: $(BUILD)/fuzz_cbstate
-	@mkdir -p $(BUILD)/fuzz_cbstate_corpus
-	@echo "fuzz_cbstate: $(FUZZ_CBSTATE_RUNS) inputs (log: $(BUILD)/fuzz_cbstate.log)"
-	@FUZZ_CBSTATE_SEED_DIR=$(abspath $(BUILD))/fuzz_cbstate_corpus ./$(BUILD)/fuzz_cbstate -runs=$(FUZZ_CBSTATE_RUNS) -max_len=2048 \
-	  -timeout=10 -print_final_stats=1 -artifact_prefix=$(abspath $(BUILD))/fuzz-cbstate- $(abspath $(BUILD))/fuzz_cbstate_corpus \
-	  > $(BUILD)/fuzz_cbstate.log 2>&1 \
-	  || { tail -n 60 $(BUILD)/fuzz_cbstate.log; echo "fuzz_cbstate: FAILED (reproduce: ./$(BUILD)/fuzz_cbstate $(BUILD)/fuzz-cbstate-crash-...)"; exit 1; }
-	@grep -E "^(Done|stat::number_of_executed_units)" $(BUILD)/fuzz_cbstate.log | tail -n 2
+$(eval $(call fuzz_runs,cbstate,FUZZ_CBSTATE_SEED_DIR,FUZZ_CBSTATE_RUNS,2048,$(comma)float-cast-overflow,hooks.h train.h))

@@ -14,7 +14,7 @@ test-callbacks-b-fastmath: $(CBB_FAST)
 # Instructions per step with nan_guard and gradient_monitor registered (callgrind, exact; about 10 s): both
 # read the gradients once (docs/numbers.md has the numbers).
 .PHONY: grad-pass-cost
-$(BUILD)/grad_pass_cost: tests/grad_pass_cost.c hooks.h train.h | $(BUILD)
+$(BUILD)/grad_pass_cost: tests/grad_pass_cost.c tests/cost.h hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ tests/grad_pass_cost.c $(LDLIBS)
 grad-pass-cost: $(BUILD)/grad_pass_cost
 	./$(BUILD)/grad_pass_cost
@@ -31,7 +31,7 @@ test-grad-pass: $(BUILD)/grad_pass_cost
 # device_stats's cost a step (callgrind, exact; about 15 s): not registered, registered and not due, due
 # (a reading every step), in a loop of your own and in tr_fit (docs/callbacks.md quotes the numbers).
 .PHONY: device-stats-cost
-$(BUILD)/device_stats_cost: tests/device_stats_cost.c hooks.h train.h | $(BUILD)
+$(BUILD)/device_stats_cost: tests/device_stats_cost.c tests/cost.h hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ tests/device_stats_cost.c $(LDLIBS)
 device-stats-cost: $(BUILD)/device_stats_cost
 	./$(BUILD)/device_stats_cost

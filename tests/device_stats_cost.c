@@ -7,103 +7,19 @@
      device_stats_cost                  the table (every mode, twice each under callgrind; about 10 s)
      device_stats_cost own|fit MODE N   one run (what the driver starts)
    MODE: nothing | not_due | due */
-#define _POSIX_C_SOURCE 200809L /* popen */
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
+#include "cost.h"
 
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static float g_p[4], g_g[4];
+static const char *const modes[] = { "nothing", "not_due", "due" }, *const loops[] = { "own", "fit" };
 static const char *spec_of(const char *mode) {
   return !strcmp(mode, "due") ? "device_stats(every_n_steps=1)" : !strcmp(mode, "not_due") ? "device_stats(every_n_steps=1000000)" : "";
 }
-static int forward(void *u, void *batch, int training, double *loss) { (void)u; (void)batch; (void)training; *loss = 1; return 0; }
-static int backward(void *u, void *batch) { (void)u; (void)batch; return 0; }
-static int64_t count(void *u) { (void)u; return 1000; }
-static int get(void *u, int64_t i, void **batch) { (void)u; (void)i; *batch = NULL; return 0; }
 
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((noinline))
-#endif
-int measured(const char *loop, const char *mode, int steps);
-int measured(const char *loop, const char *mode, int steps) {
-  int rc;
-  if (!strcmp(loop, "own")) {
-    hk_registry *reg = hk_create(NULL);
-    hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = steps, .lr = 1e-3, .log_every_n_steps = -1,
-                                                    .no_signals = 1, .validation = TR_NO, .spec = spec_of(mode) }, NULL);
-    while (tr_run_next(reg)) {
-      ctx->loss = 1;
-      if (tr_run_update(reg)) g_p[0] -= (float)ctx->lr;
-    }
-    rc = tr_run_end(reg) != TR_OK || ctx->global_step != steps;
-    hk_destroy(reg);
-  } else {
-    static const tr_tensor views[] = { { "w", 0, 4 } };
-    tr_trainer t;
-    tr_data data;
-    tr_config c;
-    tr_desc d;
-    memset(&d, 0, sizeof d);
-    d.model.params = g_p;
-    d.model.grads = g_g;
-    d.model.n_params = 4;
-    d.model.tensors = views;
-    d.model.n_tensors = 1;
-    d.model.forward = forward;
-    d.model.backward = backward;
-    d.optim.kind = TR_OPTIM_SGD;
-    d.optim.lr = 1e-3;
-    if (tr_init(&t, &d) != TR_OK || (spec_of(mode)[0] && hk_spec_apply(t.reg, spec_of(mode)) != HK_OK)) return 1;
-    memset(&data, 0, sizeof data);
-    data.count = count;
-    data.get = get;
-    data.batch_size = 1;
-    memset(&c, 0, sizeof c);
-    c.train = &data;
-    c.max_steps = steps;
-    c.log_every_n_steps = -1;
-    c.no_sigint = 1;
-    rc = tr_fit(&t, &c) != TR_OK || t.global_step != steps;
-    tr_free(&t);
-  }
-  return rc;
+int measured(const char *loop, const char *mode, int steps) { return cost_tiny(loop, spec_of(mode), steps); }
+
+static void table(const char *said, const double *per) {
+  printf("%s: instructions per step (callgrind: (I(12 steps) - I(2 steps)) / 10)\n", said);
+  cost_rows(modes, 3, per, 8);
+  printf("device_stats in %s: %.0f instructions a step not due, %.0f a step due\n", said, per[1] - per[0], per[2] - per[0]);
 }
 
-static int measure(const char *self, const char *loop, const char *mode, int steps, uint64_t *instr) {
-  char cmd[1024], line[512];
-  int got = 0;
-  FILE *p;
-  snprintf(cmd, sizeof cmd, "valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect=measured '%s' %s %s %d 2>&1",
-           self, loop, mode, steps);
-  if (!(p = popen(cmd, "r"))) return 1;
-  while (fgets(line, sizeof line, p)) {
-    const char *at = strstr(line, "Collected :");
-    if (at && sscanf(at + 11, "%" SCNu64, instr) == 1) got = 1;
-  }
-  if (pclose(p) != 0 || !got) { fprintf(stderr, "device_stats_cost: '%s' failed\n", cmd); return 1; }
-  return 0;
-}
-
-int main(int argc, char **argv) {
-  static const char *const modes[] = { "nothing", "not_due", "due" }, *const loops[] = { "own", "fit" };
-  static const char *const said[] = { "a loop of your own", "tr_fit" };
-  int i, l;
-  if (argc == 4) return measured(argv[1], argv[2], atoi(argv[3]));
-  for (l = 0; l < 2; l++) {
-    double per[3];
-    for (i = 0; i < 3; i++) {
-      uint64_t a, b;
-      if (measure(argv[0], loops[l], modes[i], 2, &a) || measure(argv[0], loops[l], modes[i], 12, &b)) return 1;
-      per[i] = (double)(b - a) / 10;
-    }
-    printf("%s: instructions per step (callgrind: (I(12 steps) - I(2 steps)) / 10)\n", said[l]);
-    for (i = 0; i < 3; i++) printf("  %-8s %10.0f  (%+.0f over nothing)\n", modes[i], per[i], per[i] - per[0]);
-    printf("device_stats in %s: %.0f instructions a step not due, %.0f a step due\n", said[l], per[1] - per[0], per[2] - per[0]);
-  }
-  return 0;
-}
+int main(int argc, char **argv) { return cost_main(argc, argv, loops, modes, 3, 10, table); }

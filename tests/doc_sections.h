@@ -283,4 +283,22 @@ static DS__UNUSED int ds_rewrite(ds_pages *pg, ds_section *s, int n) {
   return bad;
 }
 
+/* A tool's main once its n sections are made: `--check PAGE...` (exit 1 with a diff when a page drifted; else the
+   line "TOOL: WHAT in PAGE... OK") or `--write PAGE...`; 2 and the usage for anything else. pg names the tool (tool,
+   source, family, fix); the pages are argv's. */
+static DS__UNUSED int ds_main(int argc, char **argv, ds_pages *pg, ds_section *s, int n, const char *what, const char *ok) {
+  int i;
+  if (argc < 3 || (strcmp(argv[1], "--check") && strcmp(argv[1], "--write"))) {
+    fprintf(stderr, "usage: %s [--check | --write] PAGE.md...\n", argv[0]);
+    return 2;
+  }
+  pg->paths = argv + 2;
+  pg->n_pages = argc - 2;
+  if (!strcmp(argv[1], "--write")) return ds_rewrite(pg, s, n);
+  if (ds_check(pg, s, n)) return 1;
+  printf("%s: %s in", pg->tool, what);
+  for (i = 0; i < pg->n_pages; i++) printf(" %s", pg->paths[i]);
+  printf(" %s\n", ok);
+  return 0;
+}
 #endif /* DOC_SECTIONS_H */

@@ -196,28 +196,14 @@ static int make_sections(void) {
 }
 
 int main(int argc, char **argv) {
-  ds_pages pg;
+  ds_pages pg = { .tool = "docs_tables", .source = "train.h's TR_<NAME>_PARAMS", .family = "<!-- params:", .fix = "make docs-tables" };
+  char what[80];
   int n = make_sections(), i;
   if (n < 0) return 1;
   if (argc == 1) {
     for (i = 0; i < n; i++) printf("%s\n%s%s\n\n", g_sections[i].begin, g_sections[i].want.p, g_sections[i].end);
     return 0;
   }
-  if (argc < 3 || (strcmp(argv[1], "--check") && strcmp(argv[1], "--write"))) {
-    fprintf(stderr, "usage: %s [--check | --write] PAGE.md...\n", argv[0]);
-    return 2;
-  }
-  memset(&pg, 0, sizeof pg);
-  pg.tool = "docs_tables";
-  pg.source = "train.h's TR_<NAME>_PARAMS";
-  pg.family = "<!-- params:";
-  pg.fix = "make docs-tables";
-  pg.paths = argv + 2;
-  pg.n_pages = argc - 2;
-  if (!strcmp(argv[1], "--write")) return ds_rewrite(&pg, g_sections, n);
-  if (ds_check(&pg, g_sections, n)) return 1;
-  printf("docs_tables: the parameter tables of %d batteries in", N_BATTERIES);
-  for (i = 0; i < pg.n_pages; i++) printf(" %s", pg.paths[i]);
-  printf(" match train.h\n");
-  return 0;
+  snprintf(what, sizeof what, "the parameter tables of %d batteries", N_BATTERIES);
+  return ds_main(argc, argv, &pg, g_sections, n, what, "match train.h");
 }

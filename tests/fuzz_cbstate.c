@@ -47,20 +47,12 @@ static double now(void *u) { (void)u; return clk; }
 
 /* A trainer with every stateful standard callback; h[i] and key[i] name them. */
 static void make(void) {
-  tr_desc d;
+  tr_desc d = { .model = { .params = P, .grads = G, .n_params = 2, .forward = fwd, .backward = bwd },
+                .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 }, .log = devnull };
   int i;
-  memset(&d, 0, sizeof d);
   P[0] = 0.5f; P[1] = -0.25f;
   G[0] = G[1] = 0;
   clk = 0;
-  d.model.params = P;
-  d.model.grads = G;
-  d.model.n_params = 2;
-  d.model.forward = fwd;
-  d.model.backward = bwd;
-  d.optim.kind = TR_OPTIM_SGD;
-  d.optim.lr = 0.1;
-  d.log = devnull;
   if (tr_init(&t, &d) != TR_OK ||
       tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 2, .verbose = 1 }, &h[0]) ||
       tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = "fz", .monitor = "val/loss", .save_top_k = 2,
@@ -76,18 +68,9 @@ static void make(void) {
 }
 
 static tr_err fit(void) {
-  tr_data d;
-  tr_config c;
-  tr_err e;
-  memset(&d, 0, sizeof d);
-  d.count = count4;
-  d.get = get;
-  memset(&c, 0, sizeof c);
-  c.train = &d;
-  c.val = &d;
-  c.max_epochs = 2;
-  c.no_sigint = 1;
-  e = tr_fit(&t, &c); /* an error is fine; a crash, an overflow or a leak is not */
+  tr_data d = { .count = count4, .get = get };
+  /* an error is fine; a crash, an overflow or a leak is not */
+  tr_err e = tr_fit(&t, &(tr_config){ .train = &d, .val = &d, .max_epochs = 2, .no_sigint = 1 });
   if (getenv("FUZZ_CBSTATE_VERBOSE")) fprintf(stderr, "fit: %s after %lld steps%s%s\n", tr_err_name(e), (long long)t.global_step,
                                               e ? ": " : "", e ? tr_error(&t) : "");
   return e;

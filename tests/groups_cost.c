@@ -10,15 +10,7 @@
      groups_cost                    the table (about 30 s)
      groups_cost fit|own MODE N     one run (what the driver starts)
    MODE: none | recipe | frozen */
-#define _POSIX_C_SOURCE 200809L /* popen */
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
-
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "cost.h"
 
 #define D 64
 static const char *const names[] = { "wte", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b",
@@ -32,119 +24,68 @@ static const char *spec_of(const char *mode) {
   return !strcmp(mode, "recipe") ? "param_group(match=*b|ln*, weight_decay=0)"
        : !strcmp(mode, "frozen") ? "param_group(match=*b|ln*, weight_decay=0); param_group(match=wte, frozen=true)" : "";
 }
-static int forward(void *u, void *batch, int training, double *loss) { (void)u; (void)batch; (void)training; *loss = 1; return 0; }
-static int backward(void *u, void *batch) { (void)u; (void)batch; return 0; }
-static int64_t count(void *u) { (void)u; return 1000; }
-static int get(void *u, int64_t i, void **batch) { (void)u; (void)i; *batch = NULL; return 0; }
 
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((noinline))
-#endif
-int measured(const char *loop, const char *mode, int steps);
 int measured(const char *loop, const char *mode, int steps) {
+  static tr_tensor views[NT];
+  hk_registry *reg;
+  hk_ctx *ctx;
+  tr_optim o;
+  size_t off = 0;
   int rc, i;
-  if (!strcmp(loop, "own")) { /* the loop's own AdamW: one pass, or one per tensor with the run's settings */
-    hk_registry *reg = hk_create(NULL);
-    tr_optim o;
-    hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = steps, .lr = 1e-3, .weight_decay = 0.1,
-                                                    .log_every_n_steps = -1, .no_signals = 1, .validation = TR_NO,
-                                                    TR_TENSORS(&g_p, &g_g, names, sizes), .spec = spec_of(mode) }, NULL);
-    memset(&o, 0, sizeof o);
-    while (tr_run_next(reg)) {
-      ctx->loss = 1;
-      if (!tr_run_update(reg)) continue;
-      if (!tr_run_grouped(reg)) {
+  if (strcmp(loop, "own")) {
+    for (i = 0; i < NT; i++) views[i].name = names[i], views[i].offset = off, views[i].count = sizes[i], off += sizes[i];
+    return cost_fit((tr_desc){ .model = { .params = g_p, .grads = g_g, .n_params = g_n, .tensors = views, .n_tensors = NT },
+                               .optim = { .lr = 1e-3, .weight_decay = 0.1 } }, spec_of(mode), steps);
+  }
+  /* the loop's own AdamW: one pass, or one per tensor with the run's settings */
+  reg = hk_create(NULL);
+  ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = steps, .lr = 1e-3, .weight_decay = 0.1,
+                                          .log_every_n_steps = -1, .no_signals = 1, .validation = TR_NO,
+                                          TR_TENSORS(&g_p, &g_g, names, sizes), .spec = spec_of(mode) }, NULL);
+  memset(&o, 0, sizeof o);
+  while (tr_run_next(reg)) {
+    ctx->loss = 1;
+    if (!tr_run_update(reg)) continue;
+    if (!tr_run_grouped(reg)) {
+      tr_adamw_coef c;
+      o.weight_decay = 0.1;
+      c = tr_adamw_coefs(&o, ctx->lr, ctx->global_step);
+      tr_adamw_update(g_p, g_g, g_m, g_v, g_n, &c, 1);
+    } else {
+      for (i = 0; i < NT; i++) {
+        tr_tensor_opt s = tr_run_tensor_opt(reg, i, ctx->lr, ctx->global_step);
         tr_adamw_coef c;
-        o.weight_decay = 0.1;
-        c = tr_adamw_coefs(&o, ctx->lr, ctx->global_step);
-        tr_adamw_update(g_p, g_g, g_m, g_v, g_n, &c, 1);
-      } else {
-        for (i = 0; i < NT; i++) {
-          tr_tensor_opt s = tr_run_tensor_opt(reg, i, ctx->lr, ctx->global_step);
-          size_t off = (size_t)(ctx->params[i].data - g_p);
-          tr_adamw_coef c;
-          if (s.frozen) continue;
-          o.weight_decay = s.weight_decay;
-          c = tr_adamw_coefs(&o, s.lr, s.step);
-          tr_adamw_update(g_p + off, g_g + off, g_m + off, g_v + off, sizes[i], &c, 1);
-        }
+        off = (size_t)(ctx->params[i].data - g_p);
+        if (s.frozen) continue;
+        o.weight_decay = s.weight_decay;
+        c = tr_adamw_coefs(&o, s.lr, s.step);
+        tr_adamw_update(g_p + off, g_g + off, g_m + off, g_v + off, sizes[i], &c, 1);
       }
     }
-    rc = tr_run_end(reg) != TR_OK || ctx->global_step != steps;
-    hk_destroy(reg);
-  } else {
-    static tr_tensor views[NT];
-    tr_trainer t;
-    tr_data data;
-    tr_config c;
-    tr_desc d;
-    size_t off = 0;
-    for (i = 0; i < NT; i++) views[i].name = names[i], views[i].offset = off, views[i].count = sizes[i], off += sizes[i];
-    memset(&d, 0, sizeof d);
-    d.model.params = g_p;
-    d.model.grads = g_g;
-    d.model.n_params = g_n;
-    d.model.tensors = views;
-    d.model.n_tensors = NT;
-    d.model.forward = forward;
-    d.model.backward = backward;
-    d.optim.lr = 1e-3;
-    d.optim.weight_decay = 0.1;
-    if (tr_init(&t, &d) != TR_OK || (spec_of(mode)[0] && hk_spec_apply(t.reg, spec_of(mode)) != HK_OK)) return 1;
-    memset(&data, 0, sizeof data);
-    data.count = count;
-    data.get = get;
-    data.batch_size = 1;
-    memset(&c, 0, sizeof c);
-    c.train = &data;
-    c.max_steps = steps;
-    c.log_every_n_steps = -1;
-    c.no_sigint = 1;
-    rc = tr_fit(&t, &c) != TR_OK || t.global_step != steps;
-    tr_free(&t);
   }
+  rc = tr_run_end(reg) != TR_OK || ctx->global_step != steps;
+  hk_destroy(reg);
   return rc;
 }
 
-static int measure(const char *self, const char *loop, const char *mode, int steps, uint64_t *instr) {
-  char cmd[1024], line[512];
-  int got = 0;
-  FILE *p;
-  snprintf(cmd, sizeof cmd, "valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect=measured '%s' %s %s %d 2>&1",
-           self, loop, mode, steps);
-  if (!(p = popen(cmd, "r"))) return 1;
-  while (fgets(line, sizeof line, p)) {
-    const char *at = strstr(line, "Collected :");
-    if (at && sscanf(at + 11, "%" SCNu64, instr) == 1) got = 1;
-  }
-  if (pclose(p) != 0 || !got) { fprintf(stderr, "groups_cost: '%s' failed\n", cmd); return 1; }
-  return 0;
+static void table(const char *said, const double *per) {
+  printf("%s:\n", said);
+  printf("  %-58s %11.0f\n", "no group (one pass)", per[0]);
+  printf("  %-58s %11.0f  (%+.2f%%)\n", "param_group(match=*b|ln*, weight_decay=0)", per[1], 100 * (per[1] / per[0] - 1));
+  printf("  %-58s %11.0f  (%+.2f%%; wte's %zu not updated)\n", "  + param_group(match=wte, frozen=true)", per[2],
+         100 * (per[2] / per[0] - 1), sizes[0]);
 }
 
 int main(int argc, char **argv) {
   static const char *const modes[] = { "none", "recipe", "frozen" }, *const loops[] = { "fit", "own" };
-  static const char *const said[] = { "tr_fit", "a loop of your own" };
-  int i, l;
+  int i;
   for (i = 0; i < NT; i++) g_n += sizes[i];
   g_p = (float *)calloc(g_n, sizeof *g_p), g_g = (float *)calloc(g_n, sizeof *g_g);
   g_m = (float *)calloc(g_n, sizeof *g_m), g_v = (float *)calloc(g_n, sizeof *g_v);
   if (!g_p || !g_g || !g_m || !g_v) return 1;
   for (i = 0; i < (int)g_n; i++) g_g[i] = (float)(i % 7) * 0.01f; /* a gradient that is not 0 */
-  if (argc == 4) return measured(argv[1], argv[2], atoi(argv[3]));
-  printf("AdamW over %zu parameters in %d tensors, nothing else in the step: instructions per step\n"
-         "(callgrind: (I(12 steps) - I(2 steps)) / 10)\n", g_n, NT);
-  for (l = 0; l < 2; l++) {
-    double per[3];
-    for (i = 0; i < 3; i++) {
-      uint64_t a, b;
-      if (measure(argv[0], loops[l], modes[i], 2, &a) || measure(argv[0], loops[l], modes[i], 12, &b)) return 1;
-      per[i] = (double)(b - a) / 10;
-    }
-    printf("%s:\n", said[l]);
-    printf("  %-58s %11.0f\n", "no group (one pass)", per[0]);
-    printf("  %-58s %11.0f  (%+.2f%%)\n", "param_group(match=*b|ln*, weight_decay=0)", per[1], 100 * (per[1] / per[0] - 1));
-    printf("  %-58s %11.0f  (%+.2f%%; wte's %zu not updated)\n", "  + param_group(match=wte, frozen=true)", per[2],
-           100 * (per[2] / per[0] - 1), sizes[0]);
-  }
-  return 0;
+  if (argc != 4)
+    printf("AdamW over %zu parameters in %d tensors, nothing else in the step: instructions per step\n"
+           "(callgrind: (I(12 steps) - I(2 steps)) / 10)\n", g_n, NT);
+  return cost_main(argc, argv, loops, modes, 3, 10, table);
 }

@@ -131,6 +131,25 @@ $(HK_MX)/alloc-clangxx.ok: $(HK_MX_DEPS) | $(BUILD)
 test-compile-matrix: $(addprefix $(HK_MX)/,$(addsuffix .ok,$(HK_MX_CONFIGS)))
 	@echo "compile-matrix: $(words $(HK_MX_CONFIGS)) configurations built warning-free and ran"
 
+comma := ,
+# $(call fuzz_runs,NAME,SEED_VAR,RUNS_VAR,MAX_LEN,SANITIZERS,DEPS): $(BUILD)/fuzz_NAME from tests/fuzz_NAME.c (libFuzzer,
+# ASan, UBSan and SANITIZERS) and test-fuzz-NAME, $(RUNS_VAR) inputs from the seeds the target writes itself into
+# $(BUILD)/fuzz_NAME_corpus (SEED_VAR names that directory, absolute: the target may work elsewhere); a crash leaves
+# $(BUILD)/fuzz-NAME-crash-* to reproduce with ./$(BUILD)/fuzz_NAME <file>.
+define fuzz_runs
+$$(BUILD)/fuzz_$(1): tests/fuzz_$(1).c $(6) | $$(BUILD)
+	$$(FUZZ_CC) -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined$(5) -fno-sanitize-recover=all \
+	  $$(WARN) -I. -I$$(STB_INC) -o $$@ tests/fuzz_$(1).c $$(LDLIBS)
+test-fuzz-$(1): $$(BUILD)/fuzz_$(1)
+	@mkdir -p $$(BUILD)/fuzz_$(1)_corpus
+	@echo "fuzz_$(1): $$($(3)) inputs (log: $$(BUILD)/fuzz_$(1).log)"
+	@$(2)=$$(abspath $$(BUILD))/fuzz_$(1)_corpus ./$$(BUILD)/fuzz_$(1) -runs=$$($(3)) -max_len=$(4) \
+	  -timeout=10 -print_final_stats=1 -artifact_prefix=$$(abspath $$(BUILD))/fuzz-$(1)- $$(abspath $$(BUILD))/fuzz_$(1)_corpus \
+	  > $$(BUILD)/fuzz_$(1).log 2>&1 \
+	  || { tail -n 60 $$(BUILD)/fuzz_$(1).log; echo "fuzz_$(1): FAILED (reproduce: ./$$(BUILD)/fuzz_$(1) $$(BUILD)/fuzz-$(1)-crash-...)"; exit 1; }
+	@grep -E "^(Done|stat::number_of_executed_units)" $$(BUILD)/fuzz_$(1).log | tail -n 2
+endef
+
 # ---- fuzzing the spec parser --------------------------------------------------------------------------
 # New inputs go to $(BUILD)/fuzz_spec_corpus (the seeds in tests/fuzz_corpus stay untouched); a crash
 # leaves $(BUILD)/fuzz-crash-* to reproduce with  ./$(BUILD)/fuzz_spec $(BUILD)/fuzz-crash-...

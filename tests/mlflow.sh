@@ -44,6 +44,17 @@ expect() { # expect RC CMD...: runs CMD (its output into TMP/NAME.out), its exit
   [ "$rc" = "$want" ] || { echo "mlflow: $name exited $rc, not $want:"; cat "$TMP/$name.out"; exit 1; }
 }
 
+down_run() { # down_run NAME WHAT: a 60-step loop of its own, the server stopped when it says PAUSE (step 20), then let
+  # go on (TMP/NAME/go); its exit status in rc
+  mkdir -p "$TMP/$1"
+  $BIN --own "$URI" "$TMP/$1" "$1" 60 "$2" > "$TMP/$1.out" 2>&1 &
+  DOWN=$!
+  i=0; until grep -q PAUSE "$TMP/$1.out" 2>/dev/null || [ $i -ge 300 ]; do sleep 0.05; i=$((i + 1)); done
+  stop
+  touch "$TMP/$1/go"
+  rc=0; wait $DOWN || rc=$?
+}
+
 t0=$(date +%s)
 start
 echo "mlflow: server up at $URI in $(($(date +%s) - t0)) s"
@@ -76,13 +87,7 @@ grep -q "does not answer" "$TMP/down.out" && grep -q "answers again" "$TMP/down.
 ! grep -q "not in MLflow" "$TMP/down.out" || { echo "mlflow: values were lost:"; cat "$TMP/down.out"; exit 1; }
 # issue 37, items 7 and 19: the server stopped at step 20 and still down when the run ends (flush_timeout=1):
 # the unsent values and the end status are kept in the run directory; the server back, the resume sends them
-mkdir -p "$TMP/down_end"
-$BIN --own "$URI" "$TMP/down_end" down_end 60 pause_end > "$TMP/down_end.out" 2>&1 &
-DOWN=$!
-i=0; until grep -q PAUSE "$TMP/down_end.out" 2>/dev/null || [ $i -ge 300 ]; do sleep 0.05; i=$((i + 1)); done
-stop
-touch "$TMP/down_end/go"
-rc=0; wait $DOWN || rc=$?
+down_run down_end pause_end
 [ $rc = 0 ] || { echo "mlflow: the down_end run exited $rc:"; cat "$TMP/down_end.out"; exit 1; }
 grep -q "kept in .*mlflow_unsent.txt" "$TMP/down_end.out" && [ -f "$TMP/down_end/v/mlflow_unsent.txt" ] ||
   { echo "mlflow: the down_end run kept nothing in its run directory:"; cat "$TMP/down_end.out"; exit 1; }
@@ -92,13 +97,7 @@ grep -q "sending first what 1 earlier run could not" "$TMP/down_end_resume.out" 
   { echo "mlflow: the resume did not send the kept values:"; cat "$TMP/down_end_resume.out"; ls "$TMP/down_end/v"; exit 1; }
 # item 19: a run that fails while the server is down keeps its end status (FAILED) with its values; a new run beside
 # it (another version directory of the same save_dir), the server back, sends them first: MLflow has the run FAILED
-mkdir -p "$TMP/down_fail"
-$BIN --own "$URI" "$TMP/down_fail" down_fail 60 pause_end_fail > "$TMP/down_fail.out" 2>&1 &
-DOWN=$!
-i=0; until grep -q PAUSE "$TMP/down_fail.out" 2>/dev/null || [ $i -ge 300 ]; do sleep 0.05; i=$((i + 1)); done
-stop
-touch "$TMP/down_fail/go"
-rc=0; wait $DOWN || rc=$?
+down_run down_fail pause_end_fail
 [ $rc = 2 ] && [ -f "$TMP/down_fail/v/mlflow_unsent.txt" ] ||
   { echo "mlflow: the down_fail run exited $rc (not 2) or kept nothing:"; cat "$TMP/down_fail.out"; exit 1; }
 start

@@ -73,6 +73,18 @@ static void test_slurm_env(void **state) {
   clear_slurm();
 }
 
+/* A fake scontrol in DIR/NAME (made): a shell script of body; its folder goes in bin. */
+static void fake_scontrol(char *bin, size_t cap, const char *name, const char *body) {
+  char script[600];
+  FILE *f;
+  snprintf(bin, cap, "%s/%s", dir, name);
+  assert_true(mkdir(bin, 0700) == 0 || access(bin, F_OK) == 0);
+  snprintf(script, sizeof script, "%s/scontrol", bin);
+  assert_non_null(f = fopen(script, "w"));
+  fprintf(f, "#!/bin/sh\n%s\n", body);
+  fclose(f);
+  assert_int_equal(chmod(script, 0700), 0);
+}
 static void check_refused(const tr_preempt *p, const char *save_to, const char *says) {
   char why[512] = "";
   assert_int_equal(tr_preempt_check(p, save_to, "x.", why, sizeof why), TR_ERR_INVALID);
@@ -169,7 +181,7 @@ static tr_err own_run(const char *ckpt, int64_t n, int at, int sig, int use_agre
 }
 
 static void test_preempt_own_loop(void **state) {
-  char ckpt[400], bin[400], log[400], script[600], err[1024], got[200] = "";
+  char ckpt[400], bin[400], log[400], body[500], err[1024], got[200] = "";
   int64_t step;
   FILE *f;
   (void)state;
@@ -183,14 +195,9 @@ static void test_preempt_own_loop(void **state) {
   assert_int_equal(tr_preempt_requested(), 1);
   assert_true(access(ckpt, F_OK) == 0);
   /* in a Slurm job: a fake scontrol in PATH says what it was asked */
-  snprintf(bin, sizeof bin, "%s/bin", dir);
   snprintf(log, sizeof log, "%s/scontrol.log", dir);
-  assert_true(mkdir(bin, 0700) == 0 || access(bin, F_OK) == 0);
-  snprintf(script, sizeof script, "%s/scontrol", bin);
-  assert_non_null(f = fopen(script, "w"));
-  fprintf(f, "#!/bin/sh\necho \"$@\" > %s\n", log);
-  fclose(f);
-  assert_int_equal(chmod(script, 0700), 0);
+  snprintf(body, sizeof body, "echo \"$@\" > %s", log);
+  fake_scontrol(bin, sizeof bin, "bin", body);
   char path[8192];
   snprintf(path, sizeof path, "%s:%s", bin, saved_path);
   setenv("PATH", path, 1);
@@ -216,9 +223,8 @@ static void test_preempt_own_loop(void **state) {
 /* Issue 37, item 14: no scontrol on PATH is said as such (it was "was it submitted with --requeue?"); a
    failing scontrol's status is said; an empty SLURM_JOB_ID is no Slurm job (a second SIGTERM only counted). */
 static void test_requeue_messages(void **state) {
-  char ckpt[400], bin[400], script[600], err[1024];
+  char ckpt[400], bin[400], err[1024];
   int64_t step;
-  FILE *f;
   (void)state;
   clear_slurm();
   snprintf(ckpt, sizeof ckpt, "%s/r.ckpt", dir);
@@ -228,13 +234,7 @@ static void test_requeue_messages(void **state) {
   setenv("SLURM_JOB_ID", "78", 1);
   assert_int_equal(own_run(ckpt, 10, 3, SIGUSR1, 0, &step, err, sizeof err), TR_ERR_INTERRUPTED);
   if (!strstr(err, "; job 78 is not requeued: scontrol is not on PATH") || strstr(err, "--requeue")) fail_msg("%s", err);
-  snprintf(bin, sizeof bin, "%s/failing_bin", dir);
-  assert_true(mkdir(bin, 0700) == 0 || access(bin, F_OK) == 0);
-  snprintf(script, sizeof script, "%s/scontrol", bin);
-  assert_non_null(f = fopen(script, "w"));
-  fputs("#!/bin/sh\nexit 3\n", f);
-  fclose(f);
-  assert_int_equal(chmod(script, 0700), 0);
+  fake_scontrol(bin, sizeof bin, "failing_bin", "exit 3");
   setenv("PATH", bin, 1);
   assert_int_equal(own_run(ckpt, 10, 3, SIGUSR1, 0, &step, err, sizeof err), TR_ERR_INTERRUPTED);
   if (!strstr(err, "; requeueing job 78 failed (scontrol requeue 78 exited with status 3: was the job submitted with --requeue")) fail_msg("%s", err);
@@ -361,18 +361,12 @@ static tr_err fit_job(const char *ckpt, const char *logs, int64_t steps, int sav
   return e;
 }
 static void test_requeue_own_job_only(void **state) {
-  char ckpt[400], logs[400], v[500], bin[400], script[600], path[8192], err[1024], *text;
+  char ckpt[400], logs[400], v[500], bin[400], path[8192], err[1024], *text;
   int64_t step;
   FILE *f;
   (void)state;
   clear_slurm();
-  snprintf(bin, sizeof bin, "%s/bin_own", dir); /* a fake scontrol that says nothing */
-  assert_true(mkdir(bin, 0700) == 0 || access(bin, F_OK) == 0);
-  snprintf(script, sizeof script, "%s/scontrol", bin);
-  assert_non_null(f = fopen(script, "w"));
-  fputs("#!/bin/sh\nexit 0\n", f);
-  fclose(f);
-  assert_int_equal(chmod(script, 0700), 0);
+  fake_scontrol(bin, sizeof bin, "bin_own", "exit 0"); /* a fake scontrol that says nothing */
   snprintf(path, sizeof path, "%s:%s", bin, saved_path);
   setenv("PATH", path, 1);
   assert_non_null(run_log = tmpfile());

@@ -112,7 +112,9 @@ static const struct { const char *name; void (*make)(ds_buf *); } g_messages[] =
 
 int main(int argc, char **argv) {
   ds_section s[N_MESSAGES];
-  ds_pages pg;
+  ds_pages pg = { .tool = "readme_messages", .source = "hooks.h's and train.h's messages", .family = "<!-- msg:",
+                   .fix = "make readme-messages" };
+  char what[80];
   int i;
   memset(s, 0, sizeof s);
   for (i = 0; i < N_MESSAGES; i++) {
@@ -125,21 +127,6 @@ int main(int argc, char **argv) {
     for (i = 0; i < N_MESSAGES; i++) printf("%s%s%s\n", s[i].begin, s[i].want.p, s[i].end);
     return 0;
   }
-  if (argc < 3 || (strcmp(argv[1], "--check") && strcmp(argv[1], "--write"))) {
-    fprintf(stderr, "usage: %s [--check | --write] PAGE.md...\n", argv[0]);
-    return 2;
-  }
-  memset(&pg, 0, sizeof pg);
-  pg.tool = "readme_messages";
-  pg.source = "hooks.h's and train.h's messages";
-  pg.family = "<!-- msg:";
-  pg.fix = "make readme-messages";
-  pg.paths = argv + 2;
-  pg.n_pages = argc - 2;
-  if (!strcmp(argv[1], "--write")) return ds_rewrite(&pg, s, N_MESSAGES);
-  if (ds_check(&pg, s, N_MESSAGES)) return 1;
-  printf("readme_messages: the %d quoted messages in", N_MESSAGES);
-  for (i = 0; i < pg.n_pages; i++) printf(" %s", pg.paths[i]);
-  printf(" are what the program says\n");
-  return 0;
+  snprintf(what, sizeof what, "the %d quoted messages", N_MESSAGES);
+  return ds_main(argc, argv, &pg, s, N_MESSAGES, what, "are what the program says");
 }

@@ -21,14 +21,4 @@ test-safetensors-python: $(ST_BIN) $(PY_VENV_OK)
 	./$(ST_BIN) --read $(ST_TMP)/py.safetensors
 	rm -rf $(ST_TMP)
 
-$(BUILD)/fuzz_safetensors: tests/fuzz_safetensors.c hooks.h train.h | $(BUILD)
-	$(FUZZ_CC) -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	  $(WARN) -I. -I$(STB_INC) -o $@ tests/fuzz_safetensors.c $(LDLIBS)
-test-fuzz-safetensors: $(BUILD)/fuzz_safetensors
-	@mkdir -p $(BUILD)/fuzz_st_corpus
-	@echo "fuzz_safetensors: $(FUZZ_ST_RUNS) inputs (log: $(BUILD)/fuzz_safetensors.log)"
-	@FUZZ_ST_SEED_DIR=$(abspath $(BUILD))/fuzz_st_corpus ./$(BUILD)/fuzz_safetensors -runs=$(FUZZ_ST_RUNS) -max_len=1024 \
-	  -timeout=10 -print_final_stats=1 -artifact_prefix=$(abspath $(BUILD))/fuzz-st- $(abspath $(BUILD))/fuzz_st_corpus \
-	  > $(BUILD)/fuzz_safetensors.log 2>&1 \
-	  || { tail -n 60 $(BUILD)/fuzz_safetensors.log; echo "fuzz_safetensors: FAILED (reproduce: ./$(BUILD)/fuzz_safetensors $(BUILD)/fuzz-st-crash-...)"; exit 1; }
-	@grep -E "^(Done|stat::number_of_executed_units)" $(BUILD)/fuzz_safetensors.log | tail -n 2
+$(eval $(call fuzz_runs,safetensors,FUZZ_ST_SEED_DIR,FUZZ_ST_RUNS,1024,,hooks.h train.h))

@@ -1,7 +1,8 @@
 /* tests/test.h - what the cmocka suites share, once: cmocka (extern "C" in the C++ builds), the implementation
    (train.h's and hooks.h's; hooks.h's alone with TEST_HOOKS_ONLY), the C library they use, and three small
-   helpers. A suite defines first what must come before the implementation (a feature macro, a wrapped call:
-   test_async.c's fsync, TEST_NO_FSYNC), then includes this. */
+   helpers, and run_tests_in_dir (a suite's main in a temporary directory). A suite defines first what must come
+   before the implementation (a feature macro, a wrapped call: test_async.c's fsync, TEST_NO_FSYNC), then includes
+   this. */
 #ifndef TESTS_TEST_H
 #define TESTS_TEST_H
 #ifndef _POSIX_C_SOURCE
@@ -93,11 +94,95 @@ static inline char *file_text(FILE *f) {
   fseek(f, 0, SEEK_END);
   return p;
 }
+/* Runs the suite's tests (an array) in a directory of their own: root (a char array) becomes $TMPDIR/NAME.XXXXXX
+   (/tmp without TMPDIR), made before and removed after when every test passed and KEEP is not set in the
+   environment. TEST_ONLY=test_name runs that test alone. cmocka's count of failures, or 2 when no directory. */
+#define run_tests_in_dir(tests, name, root) \
+  test__run_in_dir(#tests, tests, sizeof(tests) / sizeof((tests)[0]), name, root, sizeof root)
+static inline int test__run_in_dir(const char *group, const struct CMUnitTest *tests, size_t n, const char *name,
+                                   char *root, size_t size) {
+  const char *tmp = getenv("TMPDIR");
+  char cmd[600];
+  int rc;
+  snprintf(root, size, "%s/%s.XXXXXX", tmp && *tmp ? tmp : "/tmp", name);
+  if (!mkdtemp(root)) { perror(root); return 2; }
+  if (getenv("TEST_ONLY")) cmocka_set_test_filter(getenv("TEST_ONLY"));
+  rc = _cmocka_run_group_tests(group, tests, n, NULL, NULL);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  if (rc == 0 && !getenv("KEEP") && system(cmd) != 0) { fprintf(stderr, "%s: could not remove %s\n", name, root); rc = 1; }
+  return rc;
+}
+#ifndef TEST_HOOKS_ONLY
+/* What most fits start from: train (val: validation data, NULL for none) for max_epochs epochs, Ctrl-C left to the
+   program (tests raise signals of their own); the caller sets what else it tests. */
+static inline tr_config test_config(tr_data *train, tr_data *val, int64_t max_epochs) {
+  tr_config c;
+  memset(&c, 0, sizeof c);
+  c.train = train;
+  c.val = val;
+  c.max_epochs = max_epochs;
+  c.no_sigint = 1;
+  return c;
+}
+/* Random-access data: count and get, handed user. */
+static inline tr_data test_data(int64_t (*count)(void *), int (*get)(void *, int64_t, void **), void *user) {
+  tr_data d;
+  memset(&d, 0, sizeof d);
+  d.count = count;
+  d.get = get;
+  d.user = user;
+  return d;
+}
+/* An HK_ON_LOG hook that counts the records by stage into user, an int[2]: train, val. */
+static inline hk_signal count_records(hk_ctx *ctx, void *user) {
+  const tr_log_record *r = tr_log_current(ctx);
+  int *n = (int *)user;
+  if (r && !strcmp(r->stage, "train")) n[0]++;
+  if (r && !strcmp(r->stage, "val")) n[1]++;
+  return HK_CONTINUE;
+}
+/* e is TR_ERR_INVALID and t's error says needle (a constructor's refusal). */
+static inline void expect_bad(tr_trainer *t, tr_err e, const char *needle) {
+  assert_int_equal(e, TR_ERR_INVALID);
+  if (!strstr(hk_last_error(t->reg), needle)) fail_msg("error '%s' lacks '%s'", hk_last_error(t->reg), needle);
+}
+/* spec is refused on t's registry and the error says needle. */
+static inline void expect_bad_spec(tr_trainer *t, const char *spec, const char *needle) {
+  assert_int_not_equal(hk_spec_apply(t->reg, spec), HK_OK);
+  if (!strstr(hk_last_error(t->reg), needle)) fail_msg("spec '%s': error '%s' lacks '%s'", spec, hk_last_error(t->reg), needle);
+}
+/* spec (every battery known) is refused, and the error says says. */
+static inline void expect_spec_refused(const char *spec, const char *says) {
+  hk_registry *reg = hk_create(NULL);
+  assert_int_equal(tr_add_factories(reg), HK_OK);
+  assert_int_not_equal(hk_spec_apply(reg, spec), HK_OK);
+  if (!strstr(hk_last_error(reg), says)) fail_msg("%s: '%s' does not say '%s'", spec, hk_last_error(reg), says);
+  hk_destroy(reg);
+}
+#endif
+/* What a trainer or a run writes to its log (desc.log = l.f), kept in memory: memlog_open, memlog_text (all of it so
+   far), memlog_close. */
+typedef struct memlog { FILE *f; char *text; size_t len; } memlog;
+static inline FILE *memlog_open(memlog *l) { l->text = NULL; l->len = 0; return l->f = open_memstream(&l->text, &l->len); }
+static inline const char *memlog_text(memlog *l) { fflush(l->f); return l->text ? l->text : ""; }
+static inline void memlog_close(memlog *l) { fclose(l->f); free(l->text); }
 /* How many times needle stands in text, not overlapping. */
 static inline int count_of(const char *text, const char *needle) {
   int n = 0;
   const char *p = text;
   while ((p = strstr(p, needle)) != NULL) { n++; p += strlen(needle); }
   return n;
+}
+/* How many times needle stands in what the tmpfile() f holds now. */
+static inline int count_in(FILE *f, const char *needle) {
+  char *text = file_text(f);
+  int n = count_of(text, needle);
+  free(text);
+  return n;
+}
+/* Empties the tmpfile() f (the next run's log starts there). */
+static inline void empty_file(FILE *f) {
+  rewind(f);
+  assert_int_equal(ftruncate(fileno(f), 0), 0);
 }
 #endif

@@ -467,12 +467,8 @@ static int fit_into(const char *dir, int async, int via_desc) {
                                            .optim = { .kind = TR_OPTIM_ADAMW, .lr = 0.05 }, .seed = 3,
                                            .sched = { .kind = TR_SCHED_PLATEAU, .patience = 1 }, /* its state: LRST */
                                            .async_save = via_desc }), TR_OK);
-  memset(&mc, 0, sizeof mc);
-  mc.dirpath = dir;
-  mc.monitor = "val/loss";
-  mc.save_top_k = 2;
-  mc.save_last = TR_SAVE_LAST_YES;
-  mc.async_save = async;
+  mc = (tr_model_checkpoint_desc){ .dirpath = dir, .monitor = "val/loss", .save_top_k = 2, .save_last = TR_SAVE_LAST_YES,
+                                   .async_save = async };
   assert_int_equal(tr_model_checkpoint(t.reg, &mc, NULL), TR_OK);
   assert_int_equal(hk_on(t.reg, HK_ON_CHECKPOINT_SAVED, on_saved, &s, NULL, NULL), HK_OK);
   snprintf(last, sizeof last, "%s/final.ckpt", dir);

@@ -26,9 +26,7 @@ typedef struct sc {
   char dir[300];
   char files[64][1024];     /* directory listing after each epoch (recorded at on_train_epoch_start and at the end) */
   int n_files;
-  FILE *log;
-  char *log_buf;
-  size_t log_len;
+  memlog log;
   int batch;
 } sc;
 
@@ -109,7 +107,6 @@ static int g_n = 0; /* test directory counter */
 
 /* A trainer over the scripted model, logging into memory, with a fresh directory m->dir. */
 static void sc_init(sc *m, tr_trainer *t, const double *script, int n, int64_t by_step) {
-  tr_desc d;
   memset(m, 0, sizeof *m);
   m->p[0] = 0.5f;
   m->t = t;
@@ -118,46 +115,22 @@ static void sc_init(sc *m, tr_trainer *t, const double *script, int n, int64_t b
   m->by_step = by_step;
   snprintf(m->dir, sizeof m->dir, "%s/t%d", g_root, ++g_n);
   rm_rf(m->dir);
-  m->log = open_memstream(&m->log_buf, &m->log_len);
-  memset(&d, 0, sizeof d);
-  d.model.params = m->p;
-  d.model.grads = m->g;
-  d.model.n_params = 2;
-  d.model.user = m;
-  d.model.forward = sc_forward;
-  d.model.backward = sc_backward;
-  d.optim.kind = TR_OPTIM_SGD;
-  d.optim.lr = 0.1;
-  d.seed = 3;
-  d.log = m->log;
-  assert_int_equal(tr_init(t, &d), TR_OK);
-  memset(&g_train, 0, sizeof g_train);
-  g_train.count = sc_count;
-  g_train.get = sc_get;
-  g_train.user = m;
-  memset(&g_val, 0, sizeof g_val);
-  g_val.count = sc_count1;
-  g_val.get = sc_get;
-  g_val.user = m;
+  memlog_open(&m->log);
+  assert_int_equal(tr_init(t, &(tr_desc){ .model = { .params = m->p, .grads = m->g, .n_params = 2, .user = m,
+                                                     .forward = sc_forward, .backward = sc_backward },
+                                          .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 }, .seed = 3, .log = m->log.f }), TR_OK);
+  g_train = test_data(sc_count, sc_get, m);
+  g_val = test_data(sc_count1, sc_get, m);
 }
 static void sc_record(sc *m, tr_trainer *t) {
   hk_on(t->reg, HK_ON_TRAIN_EPOCH_START, record_files, m, &(hk_opts){ .name = "record_files" }, NULL);
 }
-static const char *sc_logtext(sc *m) { fflush(m->log); return m->log_buf ? m->log_buf : ""; }
+static const char *sc_logtext(sc *m) { return memlog_text(&m->log); }
 static void sc_free(sc *m, tr_trainer *t) {
   tr_free(t);
-  fclose(m->log);
-  free(m->log_buf);
+  memlog_close(&m->log);
 }
-static tr_config sc_cfg(int64_t max_epochs) {
-  tr_config c;
-  memset(&c, 0, sizeof c);
-  c.train = &g_train;
-  c.val = &g_val;
-  c.max_epochs = max_epochs;
-  c.no_sigint = 1;
-  return c;
-}
+static tr_config sc_cfg(int64_t max_epochs) { return test_config(&g_train, &g_val, max_epochs); }
 static void in_dir(const sc *m, char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", m->dir, name); }
 
 /* =================================================================================================
@@ -627,7 +600,7 @@ static void test_mc_default_dir(void **state) {
   /* the same program again, in the same place: version_1/checkpoints, the same names, no -v1 */
   m.p[0] = 0.5f;
   assert_int_equal(tr_init(&t, &(tr_desc){ .model = { .params = m.p, .grads = m.g, .n_params = 2, .user = &m, .forward = sc_forward,
-                   .backward = sc_backward }, .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 }, .seed = 3, .log = m.log }), TR_OK);
+                   .backward = sc_backward }, .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 }, .seed = 3, .log = m.log.f }), TR_OK);
   assert_int_equal(tr_run_setup(t.reg, &(tr_run_desc){ .save_dir = m.dir }), TR_OK);
   assert_int_equal(hk_spec_apply(t.reg, "csv; model_checkpoint(monitor=val/loss, save_top_k=2, save_last=true)"), HK_OK);
   h = hk_spec_find(t.reg, "model_checkpoint", 0);
@@ -644,7 +617,7 @@ static void test_mc_default_dir(void **state) {
   assert_int_equal(chdir(m.dir), 0);
   m.p[0] = 0.5f;
   assert_int_equal(tr_init(&t, &(tr_desc){ .model = { .params = m.p, .grads = m.g, .n_params = 2, .user = &m, .forward = sc_forward,
-                   .backward = sc_backward }, .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 }, .seed = 3, .log = m.log }), TR_OK);
+                   .backward = sc_backward }, .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 }, .seed = 3, .log = m.log.f }), TR_OK);
   assert_int_equal(hk_spec_apply(t.reg, "model_checkpoint(monitor=val/loss)"), HK_OK);
   h = hk_spec_find(t.reg, "model_checkpoint", 0);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
@@ -1145,14 +1118,6 @@ static void test_timer(void **state) {
 /* =================================================================================================
    bad parameters: constructors and spec strings, before anything runs
    ================================================================================================= */
-static void expect_bad(tr_trainer *t, tr_err e, const char *needle) {
-  assert_int_equal(e, TR_ERR_INVALID);
-  if (!strstr(hk_last_error(t->reg), needle)) fail_msg("error '%s' lacks '%s'", hk_last_error(t->reg), needle);
-}
-static void expect_bad_spec(tr_trainer *t, const char *spec, const char *needle) {
-  assert_int_not_equal(hk_spec_apply(t->reg, spec), HK_OK);
-  if (!strstr(hk_last_error(t->reg), needle)) fail_msg("spec '%s': error '%s' lacks '%s'", spec, hk_last_error(t->reg), needle);
-}
 static void test_bad_parameters(void **state) {
   static const double v[] = { 1 };
   sc m;
@@ -1740,12 +1705,8 @@ static int mc_proc(const char *dir, int id, int ready_fd, int go_fd) {
   d.model_user = &id;
   d.log_every_n_steps = -1;
   if (tr_run_setup(reg, &d) != TR_OK) return 10;
-  memset(&mc, 0, sizeof mc);
-  mc.dirpath = dir;
-  mc.filename = "{epoch}";
-  mc.save_top_k = 1;
-  mc.save_last = TR_SAVE_LAST_YES;
-  mc.save_on_train_epoch_end = TR_YES;
+  mc = (tr_model_checkpoint_desc){ .dirpath = dir, .filename = "{epoch}", .save_top_k = 1, .save_last = TR_SAVE_LAST_YES,
+                                   .save_on_train_epoch_end = TR_YES };
   if (tr_model_checkpoint(reg, &mc, &h) != TR_OK) return 11;
   memset(&ctx, 0, sizeof ctx);
   if (tr_run_start(reg, &ctx, NULL) != TR_OK) return 12;
@@ -2141,12 +2102,5 @@ int main(void) {
     cmocka_unit_test(test_exact_resume),
     cmocka_unit_test(test_exact_resume_mid_epoch),
   };
-  int rc;
-  char tmpl[] = "/tmp/test_callbacks.XXXXXX";
-  if (!mkdtemp(tmpl)) { perror("mkdtemp"); return 1; }
-  snprintf(g_root, sizeof g_root, "%s", tmpl);
-  rc = cmocka_run_group_tests(tests, NULL, NULL);
-  rm_rf(g_root);
-  rmdir(g_root);
-  return rc;
+  return run_tests_in_dir(tests, "test_callbacks", g_root);
 }

@@ -20,9 +20,7 @@ typedef struct lin {
   int64_t nan_loss_at;            /* > 0: the forward call with this number returns a NaN loss */
   int64_t forwards;
   float val_p[4];                 /* the parameters the last validation forward saw */
-  FILE *log;
-  char *log_buf;
-  size_t log_len;
+  memlog log;
 } lin;
 static const tr_tensor lin_tensors[] = { { "w", 0, 3 }, { "b", 3, 1 } };
 
@@ -61,7 +59,6 @@ static int lin_get(void *user, int64_t i, void **batch) { (void)user; *batch = (
 
 static tr_data g_train, g_val;
 static void lin_init(lin *m, tr_trainer *t, tr_optim_kind kind, double lr) {
-  tr_desc d;
   int k;
   memset(m, 0, sizeof *m);
   for (k = 0; k < NS; k++) {
@@ -73,45 +70,21 @@ static void lin_init(lin *m, tr_trainer *t, tr_optim_kind kind, double lr) {
   m->p[0] = 0.1f;
   m->p[1] = -0.2f;
   m->p[2] = 0.3f;
-  m->log = open_memstream(&m->log_buf, &m->log_len);
+  memlog_open(&m->log);
   m->t = t;
-  memset(&d, 0, sizeof d);
-  d.model.params = m->p;
-  d.model.grads = m->g;
-  d.model.n_params = 4;
-  d.model.tensors = lin_tensors;
-  d.model.n_tensors = 2;
-  d.model.user = m;
-  d.model.forward = lin_forward;
-  d.model.backward = lin_backward;
-  d.optim.kind = kind;
-  d.optim.lr = lr;
-  d.optim.momentum = kind == TR_OPTIM_SGD ? 0.5 : 0;
-  d.optim.weight_decay = 0.01;
-  d.seed = 11;
-  d.log = m->log;
-  assert_int_equal(tr_init(t, &d), TR_OK);
-  memset(&g_train, 0, sizeof g_train);
-  g_train.count = lin_count;
-  g_train.get = lin_get;
-  g_train.user = m;
+  assert_int_equal(tr_init(t, &(tr_desc){ .model = { .params = m->p, .grads = m->g, .n_params = 4, .tensors = lin_tensors,
+                                                     .n_tensors = 2, .user = m, .forward = lin_forward, .backward = lin_backward },
+                                          .optim = { .kind = kind, .lr = lr, .momentum = kind == TR_OPTIM_SGD ? 0.5 : 0,
+                                                     .weight_decay = 0.01 }, .seed = 11, .log = m->log.f }), TR_OK);
+  g_train = test_data(lin_count, lin_get, m);
   g_val = g_train;
 }
-static const char *lin_logtext(lin *m) { fflush(m->log); return m->log_buf ? m->log_buf : ""; }
+static const char *lin_logtext(lin *m) { return memlog_text(&m->log); }
 static void lin_free(lin *m, tr_trainer *t) {
   tr_free(t);
-  fclose(m->log);
-  free(m->log_buf);
+  memlog_close(&m->log);
 }
-static tr_config lin_cfg(int64_t max_epochs) {
-  tr_config c;
-  memset(&c, 0, sizeof c);
-  c.train = &g_train;
-  c.val = &g_val;
-  c.max_epochs = max_epochs;
-  c.no_sigint = 1;
-  return c;
-}
+static tr_config lin_cfg(int64_t max_epochs) { return test_config(&g_train, &g_val, max_epochs); }
 
 /* =================================================================================================
    nan_guard
@@ -285,14 +258,6 @@ static void test_nan_guard_own_loop(void **state) {
 }
 
 #ifndef NAN_GUARD_ONLY
-static void expect_bad(tr_trainer *t, tr_err e, const char *needle) {
-  assert_int_equal(e, TR_ERR_INVALID);
-  if (!strstr(hk_last_error(t->reg), needle)) fail_msg("error '%s' lacks '%s'", hk_last_error(t->reg), needle);
-}
-static void expect_bad_spec(tr_trainer *t, const char *spec, const char *needle) {
-  assert_int_not_equal(hk_spec_apply(t->reg, spec), HK_OK);
-  if (!strstr(hk_last_error(t->reg), needle)) fail_msg("spec '%s': error '%s' lacks '%s'", spec, hk_last_error(t->reg), needle);
-}
 
 /* =================================================================================================
    lr_monitor
@@ -2180,7 +2145,7 @@ static tr_err own_loop(lin *m, hk_registry *reg, int64_t batches, int64_t spike_
   ctx.params = params;
   ctx.grads = grads;
   ctx.n_tensors = 1;
-  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .log = m->log, .no_signals = 1, .state = &r, .n_state = 1,
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .log = m->log.f, .no_signals = 1, .state = &r, .n_state = 1,
                                                      .save_model = own_save, .load_model = own_load, .model_user = m,
                                                      .save_dir = g_own_save_dir }), TR_OK);
   if (tr_run_start(reg, &ctx, resume) == TR_OK) {
@@ -2245,7 +2210,7 @@ static void test_on_exception_checkpoint_own_loop(void **state) {
   assert_int_equal(own_loop(&m, reg, 12, 0, 0, 0, 0, NULL), TR_OK);
   memcpy(want, m.p, sizeof want);
   hk_destroy(reg);
-  fclose(m.log); free(m.log_buf);
+  memlog_close(&m.log);
   own_init(&m); /* fails inside batch 7 (the loop calls tr_run_finish with the state after step 6) */
   reg = hk_create(NULL);
   assert_int_equal(tr_run_setup(reg, NULL), TR_OK);
@@ -2255,13 +2220,13 @@ static void test_on_exception_checkpoint_own_loop(void **state) {
   assert_int_equal(own_loop(&m, reg, 12, 0, 0, 0, 7, NULL), TR_ERR_MODEL);
   assert_non_null(strstr(lin_logtext(&m), "saved its state after step 6"));
   hk_destroy(reg);
-  fclose(m.log); free(m.log_buf);
+  memlog_close(&m.log);
   own_init(&m); /* resumes: batch 7 on */
   reg = hk_create(NULL);
   assert_int_equal(own_loop(&m, reg, 12, 0, 0, 0, 0, path), TR_OK);
   assert_memory_equal(m.p, want, sizeof want);
   hk_destroy(reg);
-  fclose(m.log); free(m.log_buf);
+  memlog_close(&m.log);
   rm_dir(dir);
 }
 
@@ -2281,7 +2246,7 @@ static void test_late_grads_own_loop(void **state) {
   assert_int_equal(own_loop(&m, reg, 12, 0, 0, 0, 0, NULL), TR_OK); /* the buffer there from the start */
   memcpy(want, m.p, sizeof want);
   hk_destroy(reg);
-  fclose(m.log); free(m.log_buf);
+  memlog_close(&m.log);
   own_init(&m);
   reg = hk_create(NULL);
   assert_int_equal(tr_run_setup(reg, NULL), TR_OK);
@@ -2298,7 +2263,7 @@ static void test_late_grads_own_loop(void **state) {
   assert_int_equal(tr_ema_get(reg, hk_spec_find(reg, "ema", 0))->n_averaged, 12);
   assert_non_null(strstr(lin_logtext(&m), "Total params (1 tensors)"));
   hk_destroy(reg);
-  fclose(m.log); free(m.log_buf);
+  memlog_close(&m.log);
 }
 /* A view the loop never points at its buffer: each battery fails where it first reads it, with a whole
    sentence naming the view and the event, and its own name once (before: nan_guard and spike_detection
@@ -2323,7 +2288,7 @@ static void late_never_case(const char *spec, int late, const char *who, const c
   for (p = err; (p = strstr(p, who)) != NULL; p++) n++;
   assert_int_equal(n, 1);
   hk_destroy(reg);
-  fclose(m.log); free(m.log_buf);
+  memlog_close(&m.log);
 }
 static void test_late_grads_never_set(void **state) {
   (void)state;
@@ -2353,7 +2318,7 @@ static void test_on_exception_checkpoint_default_dir(void **state) {
   assert_int_equal(own_loop(&m, reg, 12, 0, 0, 0, 0, NULL), TR_OK);
   memcpy(want, m.p, sizeof want);
   hk_destroy(reg);
-  fclose(m.log); free(m.log_buf);
+  memlog_close(&m.log);
   g_own_save_dir = dir;
   own_init(&m); /* fails inside batch 7 */
   reg = hk_create(NULL);
@@ -2367,7 +2332,7 @@ static void test_on_exception_checkpoint_default_dir(void **state) {
   assert_int_equal(access(oec_path, F_OK), 0);
   assert_int_equal(access(last, F_OK), 0); /* step 4's, beside it */
   hk_destroy(reg);
-  fclose(m.log); free(m.log_buf);
+  memlog_close(&m.log);
   own_init(&m); /* resumes from it: the same run directory, the same bits */
   reg = hk_create(NULL);
   assert_int_equal(tr_run_setup(reg, NULL), TR_OK);
@@ -2377,7 +2342,7 @@ static void test_on_exception_checkpoint_default_dir(void **state) {
   assert_string_equal(tr_on_exception_checkpoint_get(reg, hk_spec_find(reg, "on_exception_checkpoint", 0))->ckpt_path, oec_path);
   assert_string_equal(tr_model_checkpoint_get(reg, hk_spec_find(reg, "model_checkpoint", 0))->last_model_path, last);
   hk_destroy(reg);
-  fclose(m.log); free(m.log_buf);
+  memlog_close(&m.log);
   g_own_save_dir = NULL;
   rm_dir(dir);
 }
@@ -2396,7 +2361,7 @@ static void test_spike_detection_own_loop(void **state) {
   assert_int_equal(own_loop(&m, reg, 16, 0, 7, 10, 0, NULL), TR_OK);
   memcpy(want, m.p, sizeof want);
   hk_destroy(reg);
-  fclose(m.log); free(m.log_buf);
+  memlog_close(&m.log);
   own_init(&m);
   reg = hk_create(NULL);
   assert_int_equal(tr_run_setup(reg, NULL), TR_OK);
@@ -2413,7 +2378,7 @@ static void test_spike_detection_own_loop(void **state) {
   if (memcmp(m.p, want, sizeof want)) fail_msg("own loop: w0 %.9g after the rollback, %.9g skipping", m.p[0], want[0]);
   assert_non_null(strstr(lin_logtext(&m), "rolled back to step 6, 3 batches undone, 1 more to skip"));
   hk_destroy(reg);
-  fclose(m.log); free(m.log_buf);
+  memlog_close(&m.log);
   /* no state to snapshot: refused when training starts */
   own_init(&m);
   reg = hk_create(NULL);
@@ -2421,14 +2386,14 @@ static void test_spike_detection_own_loop(void **state) {
   {
     hk_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
-    assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .log = m.log, .no_signals = 1 }), TR_OK);
+    assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .log = m.log.f, .no_signals = 1 }), TR_OK);
     assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_ERR_HOOK);
     assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_ERR_HOOK);
     assert_non_null(strstr(tr_run_error(reg), "no training state to snapshot"));
     hk_ctx_free(&ctx);
   }
   hk_destroy(reg);
-  fclose(m.log); free(m.log_buf);
+  memlog_close(&m.log);
 }
 
 /* The trainer: the lin model reports a 1e6 times larger loss at training batch spike_at (1-based over

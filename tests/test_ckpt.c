@@ -36,7 +36,7 @@ static int big_backward(void *u, void *batch) {
 static int64_t one_count(void *u) { (void)u; return 3; }
 static int one_get(void *u, int64_t i, void **b) { (void)u; (void)i; *b = NULL; return 0; }
 
-typedef struct fixture { big m; tr_trainer t; tr_data d; FILE *log; char *log_buf; size_t log_len; } fixture;
+typedef struct fixture { big m; tr_trainer t; tr_data d; memlog log; } fixture;
 
 static void quiet(const char *msg, void *user) { (void)msg; (void)user; }
 
@@ -62,21 +62,20 @@ static fixture *fixture_new(size_t n, int strict, uint64_t max_bytes) {
   d.reg = hk_create(&hd);
   d.strict_hook_state = strict;
   d.max_checkpoint_bytes = max_bytes;
-  f->log = open_memstream(&f->log_buf, &f->log_len);
-  d.log = f->log;
+  memlog_open(&f->log);
+  d.log = f->log.f;
   assert_int_equal(tr_init(&f->t, &d), TR_OK);
   memset(&f->d, 0, sizeof f->d);
   f->d.count = one_count;
   f->d.get = one_get;
   return f;
 }
-static const char *fixture_log(fixture *f) { fflush(f->log); return f->log_buf ? f->log_buf : ""; }
+static const char *fixture_log(fixture *f) { return memlog_text(&f->log); }
 static void fixture_free(fixture *f) {
   hk_registry *reg = f->t.reg;
   tr_free(&f->t);
   hk_destroy(reg);
-  fclose(f->log);
-  free(f->log_buf);
+  memlog_close(&f->log);
   free(f->m.p);
   free(f->m.g);
   free(f);
@@ -246,16 +245,9 @@ static hk_signal counter_on_load(hk_ctx *ctx, void *u) {
   return ((counter_cb *)u)->fail_on_load ? hk_fail(ctx, "refusing %s", ctx->path) : HK_CONTINUE;
 }
 static void add_counter(fixture *f, const char *name, counter_cb *c, hk_tier tier) {
-  hk_callback cb;
-  hk_opts o;
-  memset(&cb, 0, sizeof cb);
-  memset(&o, 0, sizeof o);
-  cb.name = name;
-  cb.user = c;
-  cb.save_state = counter_save;
-  cb.load_state = counter_load;
-  cb.on_load_checkpoint = counter_on_load;
-  o.tier = tier;
+  hk_callback cb = { .name = name, .user = c, .save_state = counter_save, .load_state = counter_load,
+                     .on_load_checkpoint = counter_on_load };
+  hk_opts o = { .tier = tier };
   assert_int_equal(hk_add_callback(f->t.reg, &cb, &o, NULL), HK_OK);
 }
 
@@ -562,17 +554,6 @@ static void test_calls_from_hooks(void **state) {
   fixture_free(f);
 }
 
-static int setup_dir(void **state) {
-  (void)state;
-  snprintf(g_dir, sizeof g_dir, "/tmp/test_ckpt_%ld", (long)getpid());
-  return mkdir(g_dir, 0700);
-}
-static int remove_dir(void **state) {
-  char cmd[300];
-  (void)state;
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd);
-}
 
 int main(void) {
   const struct CMUnitTest tests[] = {
@@ -587,6 +568,5 @@ int main(void) {
     cmocka_unit_test(test_state_check_and_order),
     cmocka_unit_test(test_calls_from_hooks),
   };
-  if (getenv("TEST_ONLY")) cmocka_set_test_filter(getenv("TEST_ONLY")); /* one test: TEST_ONLY=test_stale_temporary_files */
-  return cmocka_run_group_tests(tests, setup_dir, remove_dir);
+  return run_tests_in_dir(tests, "test_ckpt", g_dir); /* one test: TEST_ONLY=test_stale_temporary_files */
 }

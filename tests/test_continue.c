@@ -24,7 +24,6 @@
 #include <dirent.h>
 
 static char g_root[256];
-static int g_keep; /* --tb DIR: the runs stay there */
 
 /* The two files hold the same text (from_line: after their first from_line lines: a jsonl's hparams
    line names its run's directory in the specs). */
@@ -121,9 +120,7 @@ typedef struct lp {
   hk_flow flow;
   float p[2], g[2];
   hk_tensor pv, gv;
-  FILE *log;
-  char *log_buf;
-  size_t log_len;
+  memlog log;
   char dir[300];
   watched w;
 } lp;
@@ -145,14 +142,14 @@ static void lp_init(lp *l, const char *name, int new_version) {
   l->ctx.grads = &l->gv;
   l->ctx.n_tensors = 1;
   snprintf(l->dir, sizeof l->dir, "%s/%s", g_root, name);
-  assert_non_null(l->log = open_memstream(&l->log_buf, &l->log_len));
+  assert_non_null(memlog_open(&l->log));
   assert_non_null(l->reg = hk_create(NULL));
   memset(&d, 0, sizeof d);
   d.epochs = TR_NO;
   d.max_steps = OWN_STEPS;
   d.log_every_n_steps = 1;
   d.save_dir = l->dir;
-  d.log = l->log;
+  d.log = l->log.f;
   d.no_signals = 1;
   d.no_resume_message = 1;
   d.new_version_on_resume = new_version;
@@ -164,12 +161,11 @@ static void lp_init(lp *l, const char *name, int new_version) {
   l->w = watch(l->reg);
   add_killer(l->reg);
 }
-static const char *lp_log(lp *l) { fflush(l->log); return l->log_buf ? l->log_buf : ""; }
+static const char *lp_log(lp *l) { return memlog_text(&l->log); }
 static void lp_free(lp *l) {
   hk_ctx_free(&l->ctx);
   hk_destroy(l->reg);
-  fclose(l->log);
-  free(l->log_buf);
+  memlog_close(&l->log);
 }
 static void lp_save_as(lp *l, char kind) {
   char path[400];
@@ -237,22 +233,34 @@ static void assert_logs_equal(const char *name, const char *ref) {
 /* b4: after step 4's batch, its validation followed (its val record is superseded, written again);
    v6: after step 6's validation (kept); b5: after a batch without validation. Each resume runs to the
    end, as the uninterrupted run did: the same files, the callbacks where the uninterrupted run left them. */
-static void test_own_loop_continues(void **state) {
-  static const char *const from[] = { "b4.ckpt", "v6.ckpt", "b5.ckpt", "b1.ckpt" };
+/* A run of a loop: name, the checkpoint it resumes (NULL: none), arg (lp_run's new_version, fm_fit's interval). */
+typedef void (*run_fn)(const char *name, const char *resume, int64_t arg, ends *e, char *log, size_t log_cap);
+/* NAME_ref and NAME run uninterrupted, the same; then each resume of NAME from the n checkpoints in from runs to
+   the end as NAME_ref did: the same files, the callbacks where it left them, no fresh start (and, quiet, no
+   warning). */
+static void resumes_as_uninterrupted(run_fn run, const char *name, int64_t arg, const char *const *from, size_t n, int quiet) {
   ends ref, got;
-  char log[4096];
+  char ref_name[64], log[8192];
   size_t i;
-  (void)state;
-  lp_run("own_ref", NULL, 0, &ref, NULL, 0);
-  lp_run("own", NULL, 0, &got, NULL, 0);
-  assert_logs_equal("own", "own_ref");
-  for (i = 0; i < sizeof from / sizeof from[0]; i++) {
-    lp_run("own", from[i], 0, &got, log, sizeof log);
-    assert_logs_equal("own", "own_ref");
+  snprintf(ref_name, sizeof ref_name, "%s_ref", name);
+  run(ref_name, NULL, arg, &ref, NULL, 0);
+  run(name, NULL, arg, &got, NULL, 0);
+  assert_logs_equal(name, ref_name);
+  for (i = 0; i < n; i++) {
+    run(name, from[i], arg, &got, log, sizeof log);
+    assert_logs_equal(name, ref_name);
     assert_ends(got, ref);
     assert_null(strstr(log, "afresh"));
-    assert_null(strstr(log, "warning"));
+    if (quiet) assert_null(strstr(log, "warning"));
   }
+}
+static void own_run_as(const char *name, const char *resume, int64_t new_version, ends *e, char *log, size_t log_cap) {
+  lp_run(name, resume, (int)new_version, e, log, log_cap);
+}
+static void test_own_loop_continues(void **state) {
+  static const char *const from[] = { "b4.ckpt", "v6.ckpt", "b5.ckpt", "b1.ckpt" };
+  (void)state;
+  resumes_as_uninterrupted(own_run_as, "own", 0, from, sizeof from / sizeof from[0], 1);
 }
 
 /* ---- train.h's trainer: a line y = 2x fitted by one weight, 4 batches an epoch, 3 epochs ---- */
@@ -321,14 +329,8 @@ static void fm_fit_as(const char *name, const char *resume, int64_t interval, en
   assert_int_equal(hk_spec_apply(reg, specs), HK_OK);
   w = watch(reg);
   add_killer(reg);
-  memset(&data, 0, sizeof data);
-  data.user = &m;
-  data.count = fm_count;
-  data.get = fm_get;
-  memset(&c, 0, sizeof c);
-  c.train = &data;
-  c.val = &data;
-  c.max_epochs = 3;
+  data = test_data(fm_count, fm_get, &m);
+  c = test_config(&data, &data, 3);
   c.log_every_n_steps = 1;
   c.val_check_interval = interval;
   c.num_sanity_val_steps = -1;
@@ -351,27 +353,9 @@ static void fm_fit_as(const char *name, const char *resume, int64_t interval, en
 static void test_trainer_continues(void **state) {
   static const char *const at_epoch_end[] = { "step=5.ckpt", "all-step=4.ckpt", "step=1.ckpt" };
   static const char *const at_validation[] = { "all-step=6.ckpt", "step=6.ckpt", "step=3.ckpt" };
-  ends ref, got;
-  char log[8192];
-  size_t i;
   (void)state;
-  fm_fit("fit_ref", NULL, 0, &ref, NULL, 0);
-  fm_fit("fit", NULL, 0, &got, NULL, 0);
-  assert_logs_equal("fit", "fit_ref");
-  for (i = 0; i < sizeof at_epoch_end / sizeof at_epoch_end[0]; i++) {
-    fm_fit("fit", at_epoch_end[i], 0, &got, log, sizeof log);
-    assert_logs_equal("fit", "fit_ref");
-    assert_ends(got, ref);
-    assert_null(strstr(log, "afresh"));
-  }
-  fm_fit("fit2_ref", NULL, 2, &ref, NULL, 0);
-  fm_fit("fit2", NULL, 2, &got, NULL, 0);
-  for (i = 0; i < sizeof at_validation / sizeof at_validation[0]; i++) {
-    fm_fit("fit2", at_validation[i], 2, &got, log, sizeof log);
-    assert_logs_equal("fit2", "fit2_ref");
-    assert_ends(got, ref);
-    assert_null(strstr(log, "afresh"));
-  }
+  resumes_as_uninterrupted(fm_fit, "fit", 0, at_epoch_end, sizeof at_epoch_end / sizeof at_epoch_end[0], 0);
+  resumes_as_uninterrupted(fm_fit, "fit2", 2, at_validation, sizeof at_validation / sizeof at_validation[0], 0);
 }
 
 /* ---- falling back to a new version ---- */
@@ -917,6 +901,16 @@ static void run_killed(void (*run)(const char *name), const char *name, int64_t 
 }
 static void own_run(const char *name) { lp_run(name, NULL, 0, NULL, NULL, 0); }
 static void fit_run(const char *name) { fm_fit(name, NULL, 0, NULL, NULL, 0); }
+/* NAME run to its end (kept as the reference), run again and killed with SIGKILL at step (run_killed's at_batch),
+   resumed from ckpt: the same run as the reference. */
+static void killed_then_resumed(void (*run)(const char *), run_fn resume, const char *name, int64_t step, int at_batch,
+                                const char *ckpt) {
+  run(name);
+  move_to_ref(name);
+  run_killed(run, name, step, at_batch);
+  resume(name, ckpt, 0, NULL, NULL, 0);
+  assert_same_run(name);
+}
 
 /* kill -9 right after a checkpoint was written (issue 37, item 3: the records still buffered then were lost, and
    the resume continues from the checkpoint's step, so those steps were missing for good): the loggers write
@@ -928,21 +922,11 @@ static void test_killed_after_checkpoint(void **state) {
   size_t i;
   (void)state;
   g_specs = "csv(); jsonl(); tensorboard(); plot(metrics=\"train/loss val/loss\")";
-  for (i = 0; i < sizeof own / sizeof own[0]; i++) {
-    own_run(own[i].name);
-    move_to_ref(own[i].name);
-    run_killed(own_run, own[i].name, own[i].step, 0);
-    lp_run(own[i].name, own[i].ckpt, 0, NULL, NULL, 0);
-    assert_same_run(own[i].name);
-  }
+  for (i = 0; i < sizeof own / sizeof own[0]; i++) killed_then_resumed(own_run, own_run_as, own[i].name, own[i].step, 0, own[i].ckpt);
   g_specs = OWN_SPECS;
   snprintf(more, sizeof more, "plot(save_dir=%s/k9fit, metrics=\"train/loss val/loss\")", g_root);
   g_fm_more = more;
-  fit_run("k9fit");
-  move_to_ref("k9fit");
-  run_killed(fit_run, "k9fit", 6, 0);
-  fm_fit("k9fit", "step=6.ckpt", 0, NULL, NULL, 0);
-  assert_same_run("k9fit");
+  killed_then_resumed(fit_run, fm_fit, "k9fit", 6, 0, "step=6.ckpt");
   g_fm_more = NULL;
 }
 
@@ -957,7 +941,6 @@ static void test_killed_after_checkpoint(void **state) {
    timestamps in them); the event files (their wall times differ) as TensorBoard reads them: the same scalars,
    each (step, tag) as often and in the same order as the uninterrupted run's, after the purge at each
    SessionLog START (tb_scalars). */
-static void fit_every3(const char *name) { fm_fit(name, NULL, 0, NULL, NULL, 0); }
 static void test_interrupted_resumes_raw(void **state) {
   char more[400], save_to[400];
   (void)state;
@@ -965,16 +948,12 @@ static void test_interrupted_resumes_raw(void **state) {
   g_fm_flush = ", flush_every=1";
   snprintf(more, sizeof more, "plot(save_dir=%s/k9mid, metrics=\"train/loss val/loss\")", g_root);
   g_fm_more = more;
-  fit_every3("k9mid");
-  move_to_ref("k9mid");
-  run_killed(fit_every3, "k9mid", 8, 1);
-  fm_fit("k9mid", "step=6.ckpt", 0, NULL, NULL, 0);
-  assert_same_run("k9mid");
+  killed_then_resumed(fit_run, fm_fit, "k9mid", 8, 1, "step=6.ckpt");
   g_fm_flush = "";
   snprintf(more, sizeof more, "plot(save_dir=%s/ctrlc, metrics=\"train/loss val/loss\")", g_root);
   snprintf(save_to, sizeof save_to, "%s/ctrlc_last.ckpt", g_root);
   g_fm_save_to = save_to;
-  fit_every3("ctrlc");
+  fit_run("ctrlc");
   move_to_ref("ctrlc");
   g_kill_sig = SIGINT;
   g_kill_step = 7;
@@ -1006,21 +985,11 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_killed_after_checkpoint),
     cmocka_unit_test(test_interrupted_resumes_raw),
   };
-  int rc;
-  if (argc == 3 && !strcmp(argv[1], "--tb")) {
+  if (argc == 3 && !strcmp(argv[1], "--tb")) { /* the runs stay in DIR */
     snprintf(g_root, sizeof g_root, "%s", argv[2]);
-    g_keep = 1;
     if (mkdir(g_root, 0777) != 0 && !exists(g_root)) return 2;
-  } else {
-    snprintf(g_root, sizeof g_root, "/tmp/test_continue.XXXXXX");
-    if (!mkdtemp(g_root)) return 2;
+    if (getenv("TEST_ONLY")) cmocka_set_test_filter(getenv("TEST_ONLY"));
+    return cmocka_run_group_tests(tests, NULL, NULL);
   }
-  if (getenv("TEST_ONLY")) cmocka_set_test_filter(getenv("TEST_ONLY")); /* one test: TEST_ONLY=test_plot_continues */
-  rc = cmocka_run_group_tests(tests, NULL, NULL);
-  if (!g_keep && !getenv("KEEP")) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
-    if (system(cmd) != 0) rc = rc ? rc : 1;
-  }
-  return rc;
+  return run_tests_in_dir(tests, "test_continue", g_root); /* one test: TEST_ONLY=test_plot_continues */
 }

@@ -3,29 +3,7 @@
    against torch's AdamW and SGD with parameter groups (tests/groups_ref.h, made by tests/gen_groups_ref.py: the
    parameters after 15 steps, as float32 bits, compared exactly); the same bits as before when no group is given;
    an exact resume in the middle of a fine-tuning run; the refusals. */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#ifdef __cplusplus
-extern "C" {
-#endif
-#include <cmocka.h>
-#ifdef __cplusplus
-}
-#endif
-
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
-
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
+#include "test.h"
 #include "groups_ref.h"
 
 /* ---- the model of tests/gen_groups_ref.py: 7 named tensors, a gradient that depends on the parameters -------- */
@@ -96,12 +74,16 @@ static tr_err fit(model *m, tr_optim_kind kind, const char *spec, int threads, c
   return e;
 }
 
-static void test_fit_no_groups(void **state) {
+/* A fresh model fitted by tr_fit with spec (NULL: none) on threads threads ends with torch's bits, want. */
+static void fit_gives(tr_optim_kind kind, const char *spec, int threads, const uint32_t *want, const char *what) {
   model m;
-  (void)state;
   model_init(&m);
-  assert_int_equal(fit(&m, TR_OPTIM_ADAMW, NULL, 1, NULL, 0, NULL), TR_OK);
-  expect_bits(m.p, groups_ref_plain, "tr_fit, no groups");
+  assert_int_equal(fit(&m, kind, spec, threads, NULL, 0, NULL), TR_OK);
+  expect_bits(m.p, want, what);
+}
+static void test_fit_no_groups(void **state) {
+  (void)state;
+  fit_gives(TR_OPTIM_ADAMW, NULL, 1, groups_ref_plain, "tr_fit, no groups");
 }
 /* The pin: a group that changes nothing takes the per-tensor path and gives the bits of the one flat update. */
 static void test_fit_identity_group_same_bits(void **state) {
@@ -119,30 +101,19 @@ static void test_fit_identity_group_same_bits(void **state) {
   assert_memory_equal(a.p, b.p, sizeof a.p);
 }
 static void test_fit_groups_adamw(void **state) {
-  model m;
   (void)state;
-  model_init(&m);
-  assert_int_equal(fit(&m, TR_OPTIM_ADAMW, g_groups, 1, NULL, 0, NULL), TR_OK);
-  expect_bits(m.p, groups_ref_groups, "tr_fit, AdamW with groups");
-  model_init(&m);
-  assert_int_equal(fit(&m, TR_OPTIM_ADAMW, g_groups, 3, NULL, 0, NULL), TR_OK); /* threads: the same bits */
-  expect_bits(m.p, groups_ref_groups, "tr_fit, AdamW with groups, 3 threads");
+  fit_gives(TR_OPTIM_ADAMW, g_groups, 1, groups_ref_groups, "tr_fit, AdamW with groups");
+  fit_gives(TR_OPTIM_ADAMW, g_groups, 3, groups_ref_groups, "tr_fit, AdamW with groups, 3 threads"); /* the same bits */
 }
 static void test_fit_groups_sgd(void **state) {
-  model m;
   (void)state;
-  model_init(&m);
-  assert_int_equal(fit(&m, TR_OPTIM_SGD, g_groups, 1, NULL, 0, NULL), TR_OK);
-  expect_bits(m.p, groups_ref_groups_sgd, "tr_fit, SGD with momentum and groups");
+  fit_gives(TR_OPTIM_SGD, g_groups, 1, groups_ref_groups_sgd, "tr_fit, SGD with momentum and groups");
 }
 static void test_fit_finetuning(void **state) {
-  model m;
   char spec[512];
   (void)state;
-  model_init(&m);
   snprintf(spec, sizeof spec, "%s; %s", g_groups, g_finetune);
-  assert_int_equal(fit(&m, TR_OPTIM_ADAMW, spec, 1, NULL, 0, NULL), TR_OK);
-  expect_bits(m.p, groups_ref_finetune, "tr_fit, finetuning");
+  fit_gives(TR_OPTIM_ADAMW, spec, 1, groups_ref_finetune, "tr_fit, finetuning");
 }
 /* Stopped in the middle of epoch 2 (step 8: the backbone unfrozen at step 6), resumed from the checkpoint by a
    new trainer: the same bits as the run in one go (the backbone's own step counts and ratio came back). */
@@ -285,13 +256,6 @@ static void test_name_match(void **state) {
 }
 
 /* ---- refusals: each names what is wrong ------------------------------------------------------------------------ */
-static void expect_spec_refused(const char *spec, const char *says) {
-  hk_registry *reg = hk_create(NULL);
-  assert_int_equal(tr_add_factories(reg), HK_OK);
-  assert_int_not_equal(hk_spec_apply(reg, spec), HK_OK);
-  if (!strstr(hk_last_error(reg), says)) fail_msg("%s: '%s' does not say '%s'", spec, hk_last_error(reg), says);
-  hk_destroy(reg);
-}
 static void test_refusals(void **state) {
   model m;
   own *o = (own *)calloc(1, sizeof *o);

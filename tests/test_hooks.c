@@ -2288,12 +2288,8 @@ static void test_callback_ctx_self_and_user(void **state) {
   hk_callback cb;
   hk_handle h = 0;
   (void)state;
-  memset(&cb, 0, sizeof cb);
-  cb.name = "sc";
-  cb.user = &s;
-  cb.on_fit_start = selfcheck;
-  cb.on_fit_end = selfcheck;
-  cb.on_save_checkpoint = selfcheck;
+  cb = (hk_callback){ .name = "sc", .user = &s, .on_fit_start = selfcheck, .on_fit_end = selfcheck,
+                      .on_save_checkpoint = selfcheck };
   assert_int_equal(hk_add_callback(reg, &cb, NULL, &h), HK_OK);
   s.expect = h;
   assert_int_equal(hk_count(reg, HK_ON_FIT_START), 1);

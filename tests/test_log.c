@@ -2051,8 +2051,6 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_lr_monitor_epoch),
     cmocka_unit_test(test_no_empty_csv),
   };
-  char tmpl[] = "/tmp/test_log.XXXXXX", cmd[300];
-  int rc;
   if (argc == 3 && !strcmp(argv[1], "--keep")) { snprintf(g_root, sizeof g_root, "%s", argv[2]); return cmocka_run_group_tests(tests, NULL, NULL); }
   if (argc == 3 && !strcmp(argv[1], "--tb")) return mode_tb(argv[2]);
   if (argc == 3 && !strcmp(argv[1], "--tb-hparams")) return mode_tb_hparams(argv[2]);
@@ -2067,11 +2065,5 @@ int main(int argc, char **argv) {
     fprintf(stderr, "test_log --plot: %s\n", why);
     return 1;
   }
-  if (!mkdtemp(tmpl)) return 2;
-  snprintf(g_root, sizeof g_root, "%s", tmpl);
-  if (getenv("TEST_ONLY")) cmocka_set_test_filter(getenv("TEST_ONLY")); /* one test: TEST_ONLY=test_plot */
-  rc = cmocka_run_group_tests(tests, NULL, NULL);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
-  if (rc == 0 && system(cmd) != 0) rc = 1;
-  return rc;
+  return run_tests_in_dir(tests, "test_log", g_root); /* one test: TEST_ONLY=test_plot */
 }

@@ -372,6 +372,13 @@ static char *mini_log(mini *r) {
   fseek(r->log, 0, SEEK_END);
   return p;
 }
+/* The run's log says what times times (else the test fails, showing the log). */
+static void assert_log_says(mini *r, const char *what, int times) {
+  char *log = mini_log(r);
+  int n = count_of(log, what);
+  if (n != times) fail_msg("the run's log says '%s' %d times, not %d: %s", what, n, times, log);
+  free(log);
+}
 static void mini_close(mini *r) {
   hk_destroy(r->reg);
   fclose(r->log);
@@ -391,14 +398,11 @@ static tr_run_desc epoch_desc(int64_t max_epochs) {
 /* The loop fails with TR_ERR_INVALID, the message naming what; said once in the run's log. */
 static void expect_mistake(int mistake, const char *what) {
   mini r;
-  char *log;
   mini_open(&r);
   assert_int_equal(mini_run(&r, epoch_desc(2), NULL, mistake), TR_ERR_INVALID);
   if (!strstr(tr_run_error(r.reg), what)) fail_msg("the error does not name '%s': %s", what, tr_run_error(r.reg));
-  log = mini_log(&r);
-  if (count_of(log, what) != 1) fail_msg("the run's log does not say '%s' once: %s", what, log);
+  assert_log_says(&r, what, 1);
   assert_true(r.trains <= NB); /* it stopped there (the first validation is at the epoch's end), not at the end */
-  free(log);
   mini_close(&r);
 }
 static void test_loop_moves_epoch(void **state) { (void)state; expect_mistake(MS_EPOCH, "ctx->epoch"); }
@@ -445,16 +449,13 @@ static hk_signal fail_at_2(hk_ctx *ctx, void *u) {
 }
 static void test_fail_at_plain_fire(void **state) {
   mini r;
-  char *log;
   (void)state;
   mini_open(&r);
   assert_int_equal(hk_on(r.reg, HK_ON_BEFORE_OPTIMIZER_STEP, fail_at_2, NULL, NULL, NULL), HK_OK);
   assert_int_equal(mini_run(&r, step_desc(8), NULL, MS_NONE), TR_ERR_HOOK);
   assert_non_null(strstr(tr_run_error(r.reg), "the model diverged at step 2"));
   assert_int_equal(r.updates, 2);   /* the failed batch did not step */
-  log = mini_log(&r);
-  if (count_of(log, "the model diverged at step 2") != 1) fail_msg("the run's log: %s", log);
-  free(log);
+  assert_log_says(&r, "the model diverged at step 2", 1);
   mini_close(&r);
 }
 /* the old calls: the loop fires with HK_FIRE and gives tr_run_batch_end a flow of its own it never used */
@@ -536,7 +537,6 @@ static void test_load_too_much(void **state) { (void)state; bad_load(1); }
 /* a view count beyond the array: refused at setup; TR_VIEWS / TR_TENSORS count the arrays */
 static hk_tensor g_pv[8], g_gv[8]; /* zeroed static arrays: the views in the first two */
 static void test_view_count_refused(void **state) {
-  char *log;
   mini r;
   tr_run_desc d = step_desc(4);
   (void)state;
@@ -547,9 +547,7 @@ static void test_view_count_refused(void **state) {
   assert_int_equal(mini_run(&r, d, NULL, MS_NONE), TR_ERR_INVALID);
   assert_int_equal(r.trains, 0);
   if (!strstr(tr_run_error(r.reg), "tensor 2 of 3")) fail_msg("%s", tr_run_error(r.reg));
-  log = mini_log(&r); /* said once, in the run's log (not on stderr) */
-  if (count_of(log, "tensor 2 of 3") != 1) fail_msg("the refusal is not said once in tr_run_desc.log: '%s'", log);
-  free(log);
+  assert_log_says(&r, "tensor 2 of 3", 1); /* said once, in the run's log (not on stderr) */
   mini_close(&r);
 }
 static void test_views_count_arrays(void **state) {
@@ -567,39 +565,32 @@ static void test_views_count_arrays(void **state) {
 
 /* log_every_n_steps beyond the run: warned once, only when a logger listens */
 static void test_log_every_beyond_run(void **state) {
-  char spec[500], *log;
+  char spec[500];
   mini r;
   tr_run_desc d = step_desc(6);
   (void)state;
   d.log_every_n_steps = 50;
   mini_open(&r); /* nothing listens to on_log: nothing said */
   assert_int_equal(mini_run(&r, d, NULL, MS_NONE), TR_OK);
-  log = mini_log(&r);
-  assert_int_equal(count_of(log, "log_every_n_steps"), 0);
-  free(log);
+  assert_log_says(&r, "log_every_n_steps", 0);
   mini_close(&r);
   mini_open(&r);
   snprintf(spec, sizeof spec, "csv(save_dir=\"%s/logevery\")", g_root);
   d.spec = spec;
   assert_int_equal(mini_run(&r, d, NULL, MS_NONE), TR_OK);
-  log = mini_log(&r);
-  if (count_of(log, "log_every_n_steps is 50") != 1) fail_msg("not warned once: %s", log);
-  free(log);
+  assert_log_says(&r, "log_every_n_steps is 50", 1);
   mini_close(&r);
 }
 
 /* a failed run says why once in the run's log, whatever the loop prints (nan_guard) */
 static void test_failed_run_says_why_once(void **state) {
   mini r;
-  char *log;
   tr_run_desc d = step_desc(8);
   (void)state;
   d.spec = "nan_guard";
   mini_open(&r);
   assert_int_equal(mini_run(&r, d, NULL, MS_NAN), TR_ERR_HOOK);
-  log = mini_log(&r);
-  if (count_of(log, "the training loss is nan") != 1) fail_msg("the run's log: %s", log);
-  free(log);
+  assert_log_says(&r, "the training loss is nan", 1);
   mini_close(&r);
 }
 
@@ -885,7 +876,7 @@ static void test_accumulate_epoch_loop(void **state) { /* 2 epochs of 6 batches:
   accumulate_in(d, 12);
 }
 
-int main(int argc, char **argv) {
+int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_uninterrupted_resumes),
     cmocka_unit_test(test_ctrl_c_step_train_batch),
@@ -930,14 +921,5 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_accumulate_step_loop),
     cmocka_unit_test(test_accumulate_epoch_loop),
   };
-  char tmpl[] = "/tmp/test_loop.XXXXXX", cmd[300];
-  int rc;
-  (void)argc;
-  (void)argv;
-  if (!mkdtemp(tmpl)) return 2;
-  snprintf(g_root, sizeof g_root, "%s", tmpl);
-  rc = cmocka_run_group_tests(tests, NULL, NULL);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
-  if (rc == 0 && system(cmd) != 0) rc = 1;
-  return rc;
+  return run_tests_in_dir(tests, "test_loop", g_root);
 }

@@ -306,13 +306,9 @@ static void train_run(const tr_optim *o, double clip, tr_clip algo, int threads,
   d.threads = threads;
   assert_int_equal(tr_init(&t, &d), TR_OK);
   if (watch_clip) assert_int_equal(hk_on(t.reg, HK_ON_GRADIENT_CLIP, t_clip_seen, &clips, NULL, NULL), HK_OK);
-  memset(&data, 0, sizeof data);
-  data.user = &m;
-  data.count = t_count;
-  data.get = t_get;
-  memset(&c, 0, sizeof c);
-  c.train = &data;
-  c.max_epochs = 2;
+  data = test_data(t_count, t_get, &m);
+  c = test_config(&data, NULL, 2);
+  c.no_sigint = 0; /* the trainer's Ctrl-C handler on, as in a program */
   c.accumulate_grad_batches = 2;
   c.gradient_clip_val = clip;
   c.gradient_clip_algorithm = algo;

@@ -278,6 +278,20 @@ static hk_registry *reg_with(const char *spec) {
   if (hk_spec_apply(reg, spec) != HK_OK) { fprintf(stderr, "%s\n", hk_last_error(reg)); hk_destroy(reg); return NULL; }
   return reg;
 }
+static char *log_text(void);
+/* A run started with mlflow(tracking_uri=<the port>, PARAMS) registered, its context and record zeroed, the log read
+   up to here. */
+static hk_registry *started(int port, const char *params, hk_ctx *ctx, tr_log_record *r) {
+  char spec[300];
+  hk_registry *reg;
+  snprintf(spec, sizeof spec, "mlflow(tracking_uri=\"http://127.0.0.1:%d\", %s)", port, params);
+  assert_non_null(reg = reg_with(spec));
+  memset(ctx, 0, sizeof *ctx);
+  memset(r, 0, sizeof *r);
+  free(log_text());
+  assert_int_equal(tr_run_start(reg, ctx, NULL), TR_OK);
+  return reg;
+}
 static char *log_text(void) { /* what the run's log got since the last call */
   static long at;
   long n;
@@ -403,7 +417,7 @@ static void test_requests(void **state) {
 /* Nobody at the port: the steps do not wait; max_queue values kept, the rest dropped; one line at the end. */
 static void test_down(void **state) {
   int port, fd = listener(&port, 1), i;
-  char spec[300], *text;
+  char *text;
   hk_registry *reg;
   hk_ctx ctx;
   tr_log_record r;
@@ -411,12 +425,7 @@ static void test_down(void **state) {
   tr_mlflow_state st;
   (void)state;
   close(fd); /* a closed port: connections refused */
-  snprintf(spec, sizeof spec, "mlflow(tracking_uri=\"http://127.0.0.1:%d\", max_queue=10, flush_timeout=0.3)", port);
-  assert_non_null(reg = reg_with(spec));
-  memset(&ctx, 0, sizeof ctx);
-  memset(&r, 0, sizeof r);
-  free(log_text());
-  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  reg = started(port, "max_queue=10, flush_timeout=0.3", &ctx, &r);
   for (i = 0; i < 20; i++) { /* 4 values a record: 80 */
     double t = now_s();
     emit(reg, &ctx, &r, i, 3, v, NULL);
@@ -443,18 +452,13 @@ static void test_down(void **state) {
 /* A server that takes the connection and never answers: each request ends after timeout_ms. */
 static void test_frozen(void **state) {
   int port, fd = listener(&port, 64);
-  char spec[300], *text;
+  char *text;
   hk_registry *reg;
   hk_ctx ctx;
   tr_log_record r;
   double v[1] = { 1 }, t0;
   (void)state;
-  snprintf(spec, sizeof spec, "mlflow(tracking_uri=\"http://127.0.0.1:%d\", timeout_ms=200, flush_timeout=0.5)", port);
-  assert_non_null(reg = reg_with(spec));
-  memset(&ctx, 0, sizeof ctx);
-  memset(&r, 0, sizeof r);
-  free(log_text());
-  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  reg = started(port, "timeout_ms=200, flush_timeout=0.5", &ctx, &r);
   t0 = now_s();
   emit(reg, &ctx, &r, 0, 1, v, NULL);
   assert_true(now_s() - t0 < 0.05);

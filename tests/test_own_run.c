@@ -192,34 +192,26 @@ static void test_resume_without_callback_state(void **state) {
 }
 
 /* ---- a validation after tr_run_batch_end, then tr_run_batch_end again ----------------------------- */
-static int g_train_records, g_val_records;
-static hk_signal count_records(hk_ctx *ctx, void *u) {
-  const tr_log_record *r = tr_log_current(ctx);
-  (void)u;
-  if (r && !strcmp(r->stage, "train")) g_train_records++;
-  if (r && !strcmp(r->stage, "val")) g_val_records++;
-  return HK_CONTINUE;
-}
 static void test_validation_then_batch_end_again(void **state) {
   static const double script[] = { 1.0, 2.0, 0.5, 0.4 }; /* better, worse (patience 1: stop), ... */
-  char dir[300], spec[700], path[700], *text;
+  char dir[300], spec[700], path[700];
   FILE *log;
   lp l, back;
+  int records[2] = { 0, 0 }; /* train, val */
   (void)state;
   path_of(dir, sizeof dir, "again");
   lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .log_every_n_steps = 1, .save_dir = dir });
   snprintf(spec, sizeof spec, "early_stopping(monitor=val/loss, patience=1); model_checkpoint(monitor=val/loss, "
            "dirpath=\"%s/ckpt\", filename=\"{step}\")", dir);
   assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
-  assert_int_equal(hk_on(l.reg, HK_ON_LOG, count_records, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(hk_on(l.reg, HK_ON_LOG, count_records, records, NULL, NULL), HK_OK);
   l.val_every = 2;
   l.val_script = script;
   l.second_call = 1;
-  g_train_records = g_val_records = 0;
   assert_int_equal(lp_run(&l, NULL, 100), TR_OK);
   assert_int_equal(l.ctx.global_step, 4);          /* the stop at step 4's validation: no step 5 */
-  assert_int_equal(g_train_records, 4);            /* the second call sent no second record */
-  assert_int_equal(g_val_records, 2);
+  assert_int_equal(records[0], 4);            /* the second call sent no second record */
+  assert_int_equal(records[1], 2);
   assert_int_equal(tr_early_stopping_get(l.reg, hk_spec_find(l.reg, "early_stopping", 0))->stopping_reason, TR_STOP_PATIENCE_EXHAUSTED);
   /* the file asked for at step 2's validation was written at step 2: its counters and model say so */
   snprintf(path, sizeof path, "%s/ckpt/step=2.ckpt", dir);
@@ -229,9 +221,7 @@ static void test_validation_then_batch_end_again(void **state) {
   assert_int_equal(tr_run_load(back.reg, &back.ctx, path), TR_OK);
   assert_int_equal(back.ctx.global_step, 2);
   assert_true(back.p[0] == 0.64f);                 /* 1 -> 0.8 -> 0.64 */
-  text = file_text(log);
-  assert_int_equal(count_of(text, "which is not registered now (ignored)"), 2);
-  free(text);
+  assert_int_equal(count_in(log, "which is not registered now (ignored)"), 2);
   fclose(log);
   lp_free(&back);
   lp_free(&l);
@@ -317,7 +307,7 @@ static void test_bar_rate_after_resume(void **state) {
 /* ---- misconfigured loops: one warning each, as early as it is known ------------------------------- */
 static void test_warn_stage_unset(void **state) {
   FILE *log = tmpfile();
-  char dir[300], spec[700], *text;
+  char dir[300], spec[700];
   hk_registry *reg = hk_create(NULL);
   hk_ctx ctx;
   int i;
@@ -333,11 +323,9 @@ static void test_warn_stage_unset(void **state) {
     hk_metric_set(&ctx, "loss", 1.0 / (i + 1));
     assert_int_equal(HK_FIRE(reg, HK_ON_TRAIN_EPOCH_END, &ctx), HK_CONTINUE);
   }
-  text = file_text(log);
-  assert_int_equal(count_of(text, "early_stopping: ctx->stage is not set (HK_STAGE_NONE) at on_train_epoch_end"), 1);
-  assert_int_equal(count_of(text, "model_checkpoint: ctx->stage is not set (HK_STAGE_NONE) at on_train_epoch_end"), 1);
-  assert_int_equal(count_of(text, "\n"), 2);
-  free(text);
+  assert_int_equal(count_in(log, "early_stopping: ctx->stage is not set (HK_STAGE_NONE) at on_train_epoch_end"), 1);
+  assert_int_equal(count_in(log, "model_checkpoint: ctx->stage is not set (HK_STAGE_NONE) at on_train_epoch_end"), 1);
+  assert_int_equal(count_in(log, "\n"), 2);
   hk_ctx_free(&ctx);
   hk_destroy(reg);
   fclose(log);
@@ -355,20 +343,17 @@ static void test_warn_epoch_end_in_a_loop_without_epochs(void **state) {
   assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
   l.val_every = 2;
   assert_int_equal(tr_run_start(l.reg, &l.ctx, NULL), TR_OK);
-  text = file_text(log);                            /* said before the first step */
-  assert_int_equal(count_of(text, "early_stopping: checks 'val/loss' at on_train_epoch_end, which this loop never fires"), 1);
-  assert_int_equal(count_of(text, "model_checkpoint: saves every 1 epochs at on_train_epoch_end, which this loop never fires"), 1);
-  free(text);
+  /* said before the first step */
+  assert_int_equal(count_in(log, "early_stopping: checks 'val/loss' at on_train_epoch_end, which this loop never fires"), 1);
+  assert_int_equal(count_in(log, "model_checkpoint: saves every 1 epochs at on_train_epoch_end, which this loop never fires"), 1);
   while (l.ctx.global_step < 6) (void)lp_step(&l);
   assert_int_equal(tr_run_finish(l.reg, &l.ctx, TR_OK), TR_OK);
-  text = file_text(log);                            /* and only then: once */
-  assert_int_equal(count_of(text, "early_stopping:"), 1);
-  assert_int_equal(count_of(text, "model_checkpoint:"), 1);
-  free(text);
+  /* and only then: once */
+  assert_int_equal(count_in(log, "early_stopping:"), 1);
+  assert_int_equal(count_in(log, "model_checkpoint:"), 1);
   lp_free(&l);
   /* the defaults in the same loop: they check and save at on_validation_end, no warning */
-  rewind(log);
-  assert_int_equal(ftruncate(fileno(log), 0), 0);
+  empty_file(log);
   lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .log = log });
   snprintf(spec, sizeof spec, "early_stopping(monitor=val/loss); model_checkpoint(monitor=val/loss, dirpath=\"%s\")", dir);
   assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
@@ -510,6 +495,15 @@ static int fired_any(void) {
   for (i = 0; i < HK_EVENT_COUNT; i++) n += g_fired[i];
   return n;
 }
+/* A loop of your own with spec registered, set up with d, whose tr_run_start from path is refused (the run that
+   wrote it has nothing left to train). */
+static void start_refused(lp *l, tr_run_desc d, const char *spec, const char *path) {
+  lp_init(l, d);
+  assert_int_equal(hk_spec_apply(l->reg, spec), HK_OK);
+  count_events(l->reg);
+  assert_int_equal(tr_run_start(l->reg, &l->ctx, path), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_run_error(l->reg), "tr_run_start: the run that wrote '"));
+}
 static void test_resume_finished_refused(void **state) {
   char dir[300], path[400], spec[700], v1[500];
   struct stat st;
@@ -524,11 +518,7 @@ static void test_resume_finished_refused(void **state) {
   assert_int_equal(lp_run(&l, NULL, 4), TR_OK);
   assert_int_equal(tr_run_save(l.reg, &l.ctx, path), TR_OK);
   lp_free(&l);
-  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .max_steps = 4, .save_dir = dir });
-  assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
-  count_events(l.reg);
-  assert_int_equal(tr_run_start(l.reg, &l.ctx, path), TR_ERR_INVALID);
-  assert_non_null(strstr(tr_run_error(l.reg), "tr_run_start: the run that wrote '"));
+  start_refused(&l, (tr_run_desc){ .epochs = TR_NO, .max_steps = 4, .save_dir = dir }, spec, path);
   assert_non_null(strstr(tr_run_error(l.reg), "finished: it trained 0 epochs (4 steps), and this fit's limit is "
                                               "tr_run_desc.max_steps 4: resuming it trains nothing; raise tr_run_desc.max_steps"));
   assert_string_equal(hk_last_error(l.reg), tr_run_error(l.reg));
@@ -553,7 +543,7 @@ static void test_resume_finished_refused(void **state) {
 }
 static void test_resume_early_stopped(void **state) {
   static const double script[] = { 1.0, 2.0, 3.0, 0.5, 0.4, 0.3 }; /* better, worse (patience 1: stop), ... */
-  char dir[300], path[400], spec[700], *text;
+  char dir[300], path[400], spec[700];
   FILE *log = tmpfile();
   lp l;
   (void)state;
@@ -570,11 +560,7 @@ static void test_resume_early_stopped(void **state) {
   assert_int_equal(l.ctx.global_step, 4);            /* stopped at step 4's validation */
   lp_free(&l);
   /* the same patience: it would stop again at once */
-  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .max_steps = 100, .save_dir = dir, .log = log });
-  assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
-  count_events(l.reg);
-  assert_int_equal(tr_run_start(l.reg, &l.ctx, path), TR_ERR_INVALID);
-  assert_non_null(strstr(tr_run_error(l.reg), "tr_run_start: the run that wrote '"));
+  start_refused(&l, (tr_run_desc){ .epochs = TR_NO, .max_steps = 100, .save_dir = dir, .log = log }, spec, path);
   assert_non_null(strstr(tr_run_error(l.reg), "stopped early, at epoch 0 (step 4): early_stopping{monitor=val/loss,mode=min} "
                                               "(Monitored metric val/loss did not improve in the last 1 records."));
   assert_non_null(strstr(tr_run_error(l.reg), "Resuming it trains nothing; to train on from it, give early_stopping a patience above 1"));
@@ -597,9 +583,7 @@ static void test_resume_early_stopped(void **state) {
   l.second_call = 1;
   assert_int_equal(lp_run(&l, path, 100), TR_OK);
   assert_int_equal(l.ctx.global_step, 6);
-  text = file_text(log);
-  assert_int_equal(count_of(text, "tr_run: resuming past the early stop that checkpoint recorded: early_stopping's patience given now is larger"), 1);
-  free(text);
+  assert_int_equal(count_in(log, "tr_run: resuming past the early stop that checkpoint recorded: early_stopping's patience given now is larger"), 1);
   lp_free(&l);
   fclose(log);
 }
@@ -607,7 +591,6 @@ static void test_resume_early_stopped(void **state) {
 /* ---- nan_guard's checks in a loop that never fires their events ----------------------------------- */
 static void test_nan_guard_unfired(void **state) {
   FILE *log = tmpfile();
-  char *text;
   lp l;
   (void)state;
   lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .log = log });
@@ -615,42 +598,34 @@ static void test_nan_guard_unfired(void **state) {
   l.no_before_backward = 1;
   assert_int_equal(tr_run_start(l.reg, &l.ctx, NULL), TR_OK);
   (void)lp_step(&l);
-  text = file_text(log);                             /* at the first optimizer step: known then */
-  assert_int_equal(count_of(text, "nan_guard: never checked the training loss in this fit: it checks at on_before_backward, "
-                                  "which the loop did not fire before this fit's first optimizer step"), 1);
-  free(text);
+  /* at the first optimizer step: known then */
+  assert_int_equal(count_in(log, "nan_guard: never checked the training loss in this fit: it checks at on_before_backward, "
+                                 "which the loop did not fire before this fit's first optimizer step"), 1);
   while (l.ctx.global_step < 4) (void)lp_step(&l);
   assert_int_equal(tr_run_finish(l.reg, &l.ctx, TR_OK), TR_OK);
-  text = file_text(log);                             /* once */
-  assert_int_equal(count_of(text, "nan_guard:"), 1);
-  free(text);
+  /* once */
+  assert_int_equal(count_in(log, "nan_guard:"), 1);
   lp_free(&l);
-  rewind(log);
-  assert_int_equal(ftruncate(fileno(log), 0), 0);
+  empty_file(log);
   /* without the gradient check: said at on_train_end */
   lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .log = log });
   assert_int_equal(hk_spec_apply(l.reg, "nan_guard(check_grads=false)"), HK_OK);
   l.no_before_backward = 1;
   assert_int_equal(lp_run(&l, NULL, 3), TR_OK);
-  text = file_text(log);
-  assert_int_equal(count_of(text, "nan_guard: never checked the training loss in this fit: it checks at on_before_backward, "
-                                  "which the loop did not fire in this fit"), 1);
-  free(text);
+  assert_int_equal(count_in(log, "nan_guard: never checked the training loss in this fit: it checks at on_before_backward, "
+                                 "which the loop did not fire in this fit"), 1);
   lp_free(&l);
-  rewind(log);
-  assert_int_equal(ftruncate(fileno(log), 0), 0);
+  empty_file(log);
   /* a loop that fires both: nothing said */
   lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .log = log });
   assert_int_equal(hk_spec_apply(l.reg, "nan_guard"), HK_OK);
   assert_int_equal(lp_run(&l, NULL, 3), TR_OK);
-  text = file_text(log);
-  assert_int_equal(count_of(text, "nan_guard"), 0);
-  free(text);
+  assert_int_equal(count_in(log, "nan_guard"), 0);
   lp_free(&l);
   fclose(log);
 }
 
-int main(int argc, char **argv) {
+int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_hparams_keep_their_values),
     cmocka_unit_test(test_resume_without_callback_state),
@@ -669,15 +644,5 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_resume_auto_reads_each_once),
     CLUSTER_TESTS,
   };
-  char tmpl[] = "/tmp/test_own_run.XXXXXX", cmd[300];
-  int rc;
-  (void)argc;
-  (void)argv;
-  if (!mkdtemp(tmpl)) return 2;
-  snprintf(g_root, sizeof g_root, "%s", tmpl);
-  if (getenv("TEST_ONLY")) cmocka_set_test_filter(getenv("TEST_ONLY")); /* one test: TEST_ONLY=test_requeue_messages */
-  rc = cmocka_run_group_tests(tests, NULL, NULL);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
-  if (rc == 0 && system(cmd) != 0) rc = 1;
-  return rc;
+  return run_tests_in_dir(tests, "test_own_run", g_root); /* one test: TEST_ONLY=test_requeue_messages */
 }

@@ -177,6 +177,13 @@ static void test_formats_intervals(void **state) {
 }
 
 /* the spec string, in a loop of your own that fires the predict events itself */
+/* A predict stage of a loop of your own entered on reg with spec registered: ctx and flow fresh. */
+static void enter_predict(hk_registry *reg, const char *spec, hk_ctx *ctx, hk_flow *flow) {
+  assert_int_equal(hk_spec_apply(reg, spec), HK_OK);
+  memset(ctx, 0, sizeof *ctx);
+  memset(flow, 0, sizeof *flow);
+  assert_int_equal(tr_run_enter(reg, ctx, HK_STAGE_PREDICT, NULL), TR_OK);
+}
 static void test_own_loop(void **state) {
   hk_registry *reg = hk_create(NULL);
   hk_ctx ctx;
@@ -190,10 +197,7 @@ static void test_own_loop(void **state) {
     snprintf(dir, sizeof dir, "%s/own%d", g_root, f);
     assert_int_equal(tr_run_setup(reg, NULL), TR_OK);
     snprintf(spec, sizeof spec, "prediction_writer(dirpath=%s, format=%s, write_interval=batch_and_epoch)", dir, fmt[f]);
-    assert_int_equal(hk_spec_apply(reg, spec), HK_OK);
-    memset(&ctx, 0, sizeof ctx);
-    memset(&flow, 0, sizeof flow);
-    assert_int_equal(tr_run_enter(reg, &ctx, HK_STAGE_PREDICT, NULL), TR_OK);
+    enter_predict(reg, spec, &ctx, &flow);
     HK_FIRE_FLOW(reg, HK_SETUP, &ctx, &flow);
     HK_FIRE_FLOW(reg, HK_ON_PREDICT_START, &ctx, &flow);
     HK_FIRE_FLOW(reg, HK_ON_PREDICT_EPOCH_START, &ctx, &flow);
@@ -215,10 +219,7 @@ static void test_own_loop(void **state) {
   /* the same loop forgetting ctx->outputs: HK_FAIL at the first batch, saying what was expected */
   snprintf(dir, sizeof dir, "%s/own_null", g_root);
   snprintf(spec, sizeof spec, "prediction_writer(dirpath=%s)", dir);
-  assert_int_equal(hk_spec_apply(reg, spec), HK_OK);
-  memset(&ctx, 0, sizeof ctx);
-  memset(&flow, 0, sizeof flow);
-  assert_int_equal(tr_run_enter(reg, &ctx, HK_STAGE_PREDICT, NULL), TR_OK);
+  enter_predict(reg, spec, &ctx, &flow);
   HK_FIRE_FLOW(reg, HK_ON_PREDICT_START, &ctx, &flow);
   HK_FIRE_FLOW(reg, HK_ON_PREDICT_BATCH_END, &ctx, &flow);
   assert_true(HK_FLOW_HAS(&flow, HK_FLOW_FAIL));
@@ -484,13 +485,5 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_float_text),
   };
   if (argc > 1) return for_python(argc, argv);
-  snprintf(g_root, sizeof g_root, "/tmp/test_predwriter.%ld", (long)getpid());
-  mkdir(g_root, 0755);
-  {
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_root);
-    if (rc == 0 && system(cmd) != 0) rc = 1;
-    return rc;
-  }
+  return run_tests_in_dir(tests, "test_predwriter", g_root);
 }

@@ -1257,7 +1257,5 @@ int main(void) {
     cmocka_unit_test(test_calls_from_hooks_refused),
     cmocka_unit_test(test_calls_out_of_place),
   };
-  snprintf(g_root, sizeof g_root, "%s/test_run.%ld", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
-  mkdir(g_root, 0777);
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return run_tests_in_dir(tests, "test_run", g_root);
 }

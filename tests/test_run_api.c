@@ -39,6 +39,13 @@ static void refused_with(hk_registry *reg, const char *a, const char *b) {
   if (a && !strstr(tr_run_error(reg), a)) fail_msg("'%s' not in '%s'", a, tr_run_error(reg));
   if (b && !strstr(tr_run_error(reg), b)) fail_msg("'%s' not in '%s'", b, tr_run_error(reg));
 }
+/* The text of the file NAME in the run directory DIR/v (it must be there); the caller frees it. */
+static char *run_file(const char *dir, const char *name) {
+  char path[700], *text;
+  snprintf(path, sizeof path, "%s/v/%s", dir, name);
+  if (!(text = slurp(path))) fail_msg("%s: not there", path);
+  return text;
+}
 
 /* ---- a loop of our own: loss = 1 + p0^2, SGD, epochs of `batches` batches; entered (tr_run_enter, every
    event fired here) or started (tr_run_start / tr_run_batch_end / tr_run_finish) --------------------------- */
@@ -385,8 +392,7 @@ static void test_entered_loop_with_sanity_check(void **state) {
   assert_int_equal(l.ctx.global_step, 4);
   /* csv got the train records through tr_run_log (step is Lightning's: steps before the batch) and the two
      validations' records; the sanity check's val/loss (99) reached no logger */
-  snprintf(path, sizeof path, "%s/v/metrics.csv", dir);
-  assert_non_null(csv = slurp(path));
+  csv = run_file(dir, "metrics.csv");
   assert_string_equal(csv, "epoch,step,train/loss,val/loss\n0,0,2,\n0,1,1.6400000190734865,\n0,1,,3\n"
                            "1,2,1.4095999816894533,\n1,3,1.2621439638671887,\n1,3,,2\n");
   free(csv);
@@ -580,27 +586,19 @@ static hk_signal request_at_2(hk_ctx *ctx, void *u) {
   if (ctx->global_step == 4) hk_request(ctx, HK_REQUEST_VALIDATION);
   return HK_CONTINUE;
 }
-static int g_train_records, g_val_records;
-static hk_signal count_records(hk_ctx *ctx, void *u) {
-  const tr_log_record *r = tr_log_current(ctx);
-  (void)u;
-  if (r && !strcmp(r->stage, "train")) g_train_records++;
-  if (r && !strcmp(r->stage, "val")) g_val_records++;
-  return HK_CONTINUE;
-}
 static void test_requests_through_save_checkpoint(void **state) {
   char save_to[400], *text;
   FILE *log = tmpfile();
   ol l;
+  int records[2] = { 0, 0 }; /* train, val */
   (void)state;
   assert_non_null(log);
   path_of(g_req_path, sizeof g_req_path, "req-at-2.ckpt");
   path_of(save_to, sizeof save_to, "req-save-to.ckpt");
   ol_init(&l, (tr_run_desc){ .log = log, .save_to = save_to, .save_checkpoint = ol_save_checkpoint });
   assert_int_equal(hk_on(l.reg, HK_ON_TRAIN_BATCH_END, request_at_2, NULL, NULL, NULL), HK_OK);
-  assert_int_equal(hk_on(l.reg, HK_ON_LOG, count_records, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(hk_on(l.reg, HK_ON_LOG, count_records, records, NULL, NULL), HK_OK);
   l.batches = 5;
-  g_train_records = g_val_records = 0;
   assert_int_equal(ol_fit_entered(&l, NULL), TR_OK);
   assert_int_equal(l.saves, 2);                     /* the loop's own writer, with the path asked for */
   assert_string_equal(l.saved[0], g_req_path);
@@ -614,8 +612,8 @@ static void test_requests_through_save_checkpoint(void **state) {
   text = file_text(log);                            /* the log request: a line, and in a fit a training record */
   assert_int_equal(count_of(text, "epoch=0 step=2 batch=1 loss="), 1);
   free(text);
-  assert_int_equal(g_train_records, 1);
-  assert_int_equal(g_val_records, 1);               /* the validation asked for at step 4 */
+  assert_int_equal(records[0], 1);
+  assert_int_equal(records[1], 1);               /* the validation asked for at step 4 */
   assert_int_equal(l.requested, (unsigned)TR_RUN_VALIDATE);
   assert_int_equal(l.n_val, 1);
   fclose(log);
@@ -730,7 +728,7 @@ static void test_ctrl_c_saves_through_save_checkpoint(void **state) {
    4. settings as hyperparameters
    ================================================================================================= */
 static void test_settings_as_hparams(void **state) {
-  char dir[300], path[700], *yaml, *jl;
+  char dir[300], *yaml, *jl;
   ol l;
   (void)state;
   path_of(dir, sizeof dir, "settings");
@@ -742,8 +740,7 @@ static void test_settings_as_hparams(void **state) {
   assert_int_equal(hk_spec_apply(l.reg, "csv; jsonl"), HK_OK);
   l.batches = 2;
   assert_int_equal(ol_fit_entered(&l, NULL), TR_OK);
-  snprintf(path, sizeof path, "%s/v/hparams.yaml", dir);
-  assert_non_null(yaml = slurp(path));
+  yaml = run_file(dir, "hparams.yaml");
   /* the settings in place of the desc's (no loop, max_steps, log_every_n_steps keys); hparams and
      tr_run_hparam win over a key of them */
   assert_non_null(strstr(yaml, "data: cifar10\nlr: 0.02\noptimizer: sgd\nseed: 8\ntag: run-1\nwidth: 128\nspecs:\n"));
@@ -751,8 +748,7 @@ static void test_settings_as_hparams(void **state) {
   assert_null(strstr(yaml, "max_steps"));
   assert_null(strstr(yaml, "loop:"));
   free(yaml);
-  snprintf(path, sizeof path, "%s/v/metrics.jsonl", dir);
-  assert_non_null(jl = slurp(path));
+  jl = run_file(dir, "metrics.jsonl");
   assert_non_null(strstr(jl, "{\"hparams\":{\"data\":\"cifar10\",\"lr\":0.02,\"optimizer\":\"sgd\",\"seed\":8,"
                              "\"tag\":\"run-1\",\"width\":128,\"specs\":"));
   free(jl);
@@ -763,7 +759,7 @@ static void test_settings_as_hparams(void **state) {
    ("1.10", "0123", "true", "no", "null") is quoted, and so is a key that is not plain ("batch size", "Yes"), as jsonl writes it as a JSON string; it was written
    plain, so a reader of hparams.yaml got 1.1, 83 (octal), True ... Numbers and booleans stay plain. */
 static void test_hparams_strings_stay_strings(void **state) {
-  char dir[300], path[700], *yaml, *jl;
+  char dir[300], *yaml, *jl;
   ol l;
   (void)state;
   path_of(dir, sizeof dir, "strings");
@@ -779,14 +775,12 @@ static void test_hparams_strings_stay_strings(void **state) {
   assert_int_equal(hk_spec_apply(l.reg, "csv; jsonl"), HK_OK);
   l.batches = 1;
   assert_int_equal(ol_fit_entered(&l, NULL), TR_OK);
-  snprintf(path, sizeof path, "%s/v/hparams.yaml", dir);
-  assert_non_null(yaml = slurp(path));
+  yaml = run_file(dir, "hparams.yaml");
   assert_string_equal(yaml, "\"Yes\": \"Off\"\n\"batch size\": 32\ncode: \"0123\"\ndotted: \".5x\"\nempty: \"null\"\nflag: \"true\"\nlr: 1e-3\n"
                             "mode: \"no\"\nname: run-1\nneg: -2\nrelease: \"1.10\"\nshuffle: true\nsteps: 10\nwidth: 64\n"
                             "specs:\n- \"csv; jsonl\"\n");
   free(yaml);
-  snprintf(path, sizeof path, "%s/v/metrics.jsonl", dir);
-  assert_non_null(jl = slurp(path));
+  jl = run_file(dir, "metrics.jsonl");
   assert_non_null(strstr(jl, "\"code\":\"0123\",\"dotted\":\".5x\",\"empty\":\"null\",\"flag\":\"true\",\"lr\":1e-3,"
                              "\"mode\":\"no\",\"name\":\"run-1\",\"neg\":-2,\"release\":\"1.10\",\"shuffle\":true,"));
   free(jl);
@@ -797,7 +791,7 @@ static void test_hparams_strings_stay_strings(void **state) {
    that builds them in a buffer of its own and frees or reuses it after tr_run_setup still gets them
    recorded. They were kept as the caller's pointer: the loggers read freed memory at setup. */
 static void test_settings_copied_by_setup(void **state) {
-  char dir[300], path[700], *yaml, *words;
+  char dir[300], *yaml, *words;
   ol l;
   (void)state;
   path_of(dir, sizeof dir, "settings-copied");
@@ -810,8 +804,7 @@ static void test_settings_copied_by_setup(void **state) {
   assert_int_equal(hk_spec_apply(l.reg, "csv"), HK_OK);
   l.batches = 1;
   assert_int_equal(ol_fit_entered(&l, NULL), TR_OK);
-  snprintf(path, sizeof path, "%s/v/hparams.yaml", dir);
-  assert_non_null(yaml = slurp(path));
+  yaml = run_file(dir, "hparams.yaml");
   assert_non_null(strstr(yaml, "data: mnist\nwidth: 32\nspecs:\n"));
   free(yaml);
   {                                                 /* setup again from the run's own desc (the trainer does so) */
@@ -914,16 +907,10 @@ static int64_t fit_epochs(int64_t min_epochs, int64_t *stopped_epoch) {
   d.log = log;
   assert_int_equal(tr_init(&t, &d), TR_OK);
   assert_int_equal(hk_spec_apply(t.reg, ES_SPEC), HK_OK);
-  memset(&data, 0, sizeof data);
-  data.count = tm_count;
-  data.get = tm_get;
-  memset(&c, 0, sizeof c);
-  c.train = &data;
-  c.val = &data;
-  c.max_epochs = 8;
+  data = test_data(tm_count, tm_get, NULL);
+  c = test_config(&data, &data, 8);
   c.min_epochs = min_epochs;
   c.num_sanity_val_steps = -1;
-  c.no_sigint = 1;
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   *stopped_epoch = tr_early_stopping_get(t.reg, hk_spec_find(t.reg, "early_stopping", 0))->stopped_epoch;
   {
@@ -1084,7 +1071,6 @@ static void test_eval_pair(void **state) {
   hk_ctx ctx;
   hk_flow flow = { 0 };
   evw w;
-  hk_callback cb;
   FILE *log = tmpfile();
   char *text;
   int64_t b;
@@ -1099,16 +1085,10 @@ static void test_eval_pair(void **state) {
   assert_non_null(reg = hk_create(NULL));
   assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 4, .log_every_n_steps = 1, .save_dir = dir,
                                                      .name = "", .version = "v", .no_signals = 1, .log = log }), TR_OK);
-  memset(&cb, 0, sizeof cb);
-  cb.name = "evw";
-  cb.user = &w;
-  cb.on_validation_start = evw_vstart;
-  cb.on_validation_end = evw_vend;
-  cb.on_validation_batch_start = evw_vbatch;
-  cb.on_test_start = evw_tstart;
-  cb.on_test_end = evw_tend;
-  cb.on_test_batch_start = evw_vbatch;
-  assert_int_equal(hk_add_callback(reg, &cb, NULL, NULL), HK_OK);
+  assert_int_equal(hk_add_callback(reg, &(hk_callback){ .name = "evw", .user = &w, .on_validation_start = evw_vstart,
+                                                       .on_validation_end = evw_vend, .on_validation_batch_start = evw_vbatch,
+                                                       .on_test_start = evw_tstart, .on_test_end = evw_tend,
+                                                       .on_test_batch_start = evw_vbatch }, NULL, NULL), HK_OK);
   assert_int_equal(hk_spec_apply(reg, "csv"), HK_OK);
   /* outside a run: refused, no batch to run */
   assert_int_equal(tr_run_eval_start(reg, &ctx, &flow, "val", 3), 3);
@@ -1271,7 +1251,7 @@ static void test_unreadable_resume_refused_first(void **state) {
   fclose(log);
 }
 
-int main(int argc, char **argv) {
+int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_entered_loop_with_sanity_check),
     cmocka_unit_test(test_entered_calls_out_of_order),
@@ -1294,14 +1274,5 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_spec_in_desc_and_flow_cleared),
     cmocka_unit_test(test_unreadable_resume_refused_first),
   };
-  char tmpl[] = "/tmp/test_run_api.XXXXXX", cmd[300];
-  int rc;
-  (void)argc;
-  (void)argv;
-  if (!mkdtemp(tmpl)) return 2;
-  snprintf(g_root, sizeof g_root, "%s", tmpl);
-  rc = cmocka_run_group_tests(tests, NULL, NULL);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
-  if (rc == 0 && system(cmd) != 0) rc = 1;
-  return rc;
+  return run_tests_in_dir(tests, "test_run_api", g_root);
 }

@@ -236,14 +236,8 @@ static void test_mc_sidecars(void **state) {
   init_trainer();
   assert_int_equal(tr_model_checkpoint(g_t.reg, &(tr_model_checkpoint_desc){ .dirpath = dir, .monitor = "val/loss", .save_top_k = 2,
                    .filename = "{epoch}", .save_last = TR_SAVE_LAST_YES, .save_safetensors = 1 }, &h), TR_OK);
-  memset(&data, 0, sizeof data);
-  data.count = count1;
-  data.get = get1;
-  memset(&c, 0, sizeof c);
-  c.train = &data;
-  c.val = &data;
-  c.max_epochs = 5;
-  c.no_sigint = 1;
+  data = test_data(count1, get1, NULL);
+  c = test_config(&data, &data, 5);
   assert_int_equal(tr_fit(&g_t, &c), TR_OK);
   /* kept: epochs 3 and 4 (1 and 2) with their sidecars, last with its; evicted 0, 1, 2 with theirs; yours as it was */
   assert_true(exists(dir, "epoch=3.ckpt") && exists(dir, "epoch=3.safetensors"));
@@ -311,13 +305,5 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_mc_sidecars),
   };
   if (argc > 1) return for_python(argc, argv);
-  snprintf(g_root, sizeof g_root, "/tmp/test_safetensors.%ld", (long)getpid());
-  mkdir(g_root, 0755);
-  {
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_root);
-    if (rc == 0 && system(cmd) != 0) rc = 1;
-    return rc;
-  }
+  return run_tests_in_dir(tests, "test_safetensors", g_root);
 }

@@ -86,15 +86,9 @@ static tr_err job_fn(hk_registry *reg, tr_sweep_job *job, void *user) {
 }
 
 static tr_sweep_desc base_desc(void) {
-  tr_sweep_desc d;
-  memset(&d, 0, sizeof d);
-  d.fields = g_fields;
-  d.n_fields = N_FIELDS;
-  d.job = job_fn;
-  d.save_dir = g_dir;
-  d.spec = "early_stopping(monitor=val/loss, patience=3, check_on_train_epoch_end=false); csv";
-  d.run.save_dir = g_dir;
-  d.log = tmpfile();
+  tr_sweep_desc d = { .fields = g_fields, .n_fields = N_FIELDS, .job = job_fn, .save_dir = g_dir,
+                      .spec = "early_stopping(monitor=val/loss, patience=3, check_on_train_epoch_end=false); csv",
+                      .run = { .save_dir = g_dir }, .log = tmpfile() };
   return d;
 }
 static void reset(void) {
@@ -522,10 +516,8 @@ static hk_signal count_job(hk_ctx *ctx, void *user) {
   return HK_CONTINUE;
 }
 static hk_err job_counter_make(hk_registry *reg, const hk_args *a, void *user) {
-  hk_opts o;
+  hk_opts o = { .name = hk_arg_str(a, "name") };
   (void)user;
-  memset(&o, 0, sizeof o);
-  o.name = hk_arg_str(a, "name");
   return hk_on(reg, HK_ON_JOB_END, count_job, NULL, &o, NULL);
 }
 static void test_sweep_hooks_from_spec(void **state) {
@@ -599,13 +591,5 @@ int main(void) {
     cmocka_unit_test(test_sweep_hooks_from_spec),
     cmocka_unit_test(test_sweep_summary_symlink),
   };
-  char tmpl[] = "/tmp/test_sweep_XXXXXX", cmd[300];
-  int rc;
-  if (!mkdtemp(tmpl)) return 2;
-  snprintf(g_root, sizeof g_root, "%s", tmpl);
-  rc = cmocka_run_group_tests(tests, NULL, NULL);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
-  if (getenv("TEST_SWEEP_KEEP")) { printf("kept %s\n", g_root); return rc; }
-  if (system(cmd) != 0) fprintf(stderr, "test_sweep: could not remove %s\n", g_root);
-  return rc;
+  return run_tests_in_dir(tests, "test_sweep", g_root); /* KEEP=1: the directory stays */
 }

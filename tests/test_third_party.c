@@ -100,15 +100,8 @@ static void ext_loader_init(ext_loader *l) {
 static int ext_get(void *user, int64_t i, void **batch) { (void)user; (void)i; (void)batch; return 1; }
 
 static tr_data ext_data(ext_loader *l) {
-  tr_data d;
-  memset(&d, 0, sizeof d);
-  d.user = l;
-  d.count = ext_count;
-  d.next = ext_next;
-  d.reset = ext_reset;
-  d.save_state = ext_save;
-  d.load_state = ext_load;
-  d.batch_size = B;
+  tr_data d = { .user = l, .count = ext_count, .next = ext_next, .reset = ext_reset, .save_state = ext_save,
+                .load_state = ext_load, .batch_size = B };
   return d;
 }
 

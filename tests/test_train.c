@@ -251,9 +251,7 @@ typedef struct fx {
   hk_registry *reg;
   tr_trainer t;
   probe p;
-  FILE *log;                 /* the trainer's log (warnings, log requests) */
-  char *log_buf;
-  size_t log_len;
+  memlog log;               /* the trainer's log (warnings, log requests) */
 } fx;
 
 static fx *fx_new(int n_train, int n_val, const tr_optim *optim, const tr_sched *sched, int with_probe) {
@@ -269,14 +267,14 @@ static fx *fx_new(int n_train, int n_val, const tr_optim *optim, const tr_sched 
   hd.log = quiet_log;
   f->reg = hk_create(&hd);
   assert_non_null(f->reg);
-  f->log = open_memstream(&f->log_buf, &f->log_len);
+  memlog_open(&f->log);
   memset(&d, 0, sizeof d);
   d.model = as_model(&f->m);
   d.reg = f->reg;
   if (optim) d.optim = *optim;
   if (sched) d.sched = *sched;
   d.seed = 42;
-  d.log = f->log;
+  d.log = f->log.f;
   assert_int_equal(tr_init(&f->t, &d), TR_OK);
   f->m.t = &f->t;
   if (with_probe) {
@@ -286,27 +284,19 @@ static fx *fx_new(int n_train, int n_val, const tr_optim *optim, const tr_sched 
   return f;
 }
 
-static const char *fx_logtext(fx *f) { fflush(f->log); return f->log_buf ? f->log_buf : ""; }
+static const char *fx_logtext(fx *f) { return memlog_text(&f->log); }
 
 static void fx_free(fx *f) {
   tr_free(&f->t);
   hk_destroy(f->reg);
-  fclose(f->log);
-  free(f->log_buf);
+  memlog_close(&f->log);
   lin_free(&f->m);
   data_free(&f->train);
   data_free(&f->val);
   free(f);
 }
 
-static tr_config fx_config(fx *f, int with_val) {
-  tr_config c;
-  memset(&c, 0, sizeof c);
-  c.train = &f->train_d;
-  c.val = with_val ? &f->val_d : NULL;
-  c.no_sigint = 1;
-  return c;
-}
+static tr_config fx_config(fx *f, int with_val) { return test_config(&f->train_d, with_val ? &f->val_d : NULL, 0); }
 
 /* Events as they must appear, one name per word. */
 static void assert_log(const probe *p, const char *expected) {
@@ -1801,6 +1791,20 @@ static hk_signal raise_sigint(probe *p, hk_ctx *ctx) {
   return HK_CONTINUE;
 }
 
+/* A one-epoch fit of 4 batches whose probe raises g_stop_sig `times` times at event's call-th call, with the
+   trainer's handler on (no_sigint = 0). */
+static fx *fx_raising(tr_config *c, hk_event event, int call, int times) {
+  fx *f = fx_new(4, 1, NULL, NULL, 1);
+  *c = fx_config(f, 0);
+  c->no_sigint = 0;
+  c->max_epochs = 1;
+  g_act.event = event;
+  g_act.call = call;
+  f->p.arg = times;
+  f->p.act = raise_sigint;
+  return f;
+}
+
 static hk_signal save_on_exception(hk_ctx *ctx, void *u);
 static int file_exists(const char *path);
 static void test_sigint(void **state) {
@@ -1808,60 +1812,38 @@ static void test_sigint(void **state) {
   tr_config c;
   char ck[512];
   void (*prev)(int);
+  int k;
   (void)state;
   prev = signal(SIGINT, user_handler);
   g_user_sigint = 0;
 
-  /* once: the current batch completes (step taken, on_train_batch_end fired), then the abort path */
-  f = fx_new(4, 1, NULL, NULL, 1);
-  c = fx_config(f, 0);
-  c.no_sigint = 0;
-  c.max_epochs = 1;
-  g_act.event = HK_ON_TRAIN_BATCH_START;
-  g_act.call = 2;
-  f->p.arg = 1;
-  f->p.act = raise_sigint;
-  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INTERRUPTED);
-  assert_string_equal(tr_error(&f->t), "interrupted (Ctrl-C)");
-  assert_int_equal(f->t.global_step, 2);
-  assert_int_equal(f->p.calls[HK_ON_TRAIN_BATCH_END], 2);
-  assert_int_equal(f->p.calls[HK_ON_EXCEPTION], 1);
-  assert_string_equal(f->p.error_seen, "interrupted (Ctrl-C)");
-  assert_int_equal(f->p.calls[HK_TEARDOWN], 1);
-  assert_int_equal(f->p.calls[HK_ON_TRAIN_END], 0);
-  assert_int_equal(g_user_sigint, 0);                      /* the trainer's handler caught it */
-  assert_true(signal(SIGINT, user_handler) == user_handler); /* and the previous one is back */
-  fx_free(f);
-
-  /* SIGTERM (Slurm's scancel, mpirun, a pod's shutdown): the same end, and the message names the signal */
-  f = fx_new(4, 1, NULL, NULL, 1);
-  c = fx_config(f, 0);
-  c.no_sigint = 0;
-  c.max_epochs = 1;
-  g_act.event = HK_ON_TRAIN_BATCH_START;
-  g_act.call = 2;
-  f->p.arg = 1;
-  f->p.act = raise_sigint;
-  g_stop_sig = SIGTERM;
-  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INTERRUPTED);
-  g_stop_sig = SIGINT;
-  assert_string_equal(tr_error(&f->t), "interrupted (SIGTERM)");
-  assert_int_equal(f->t.global_step, 2);
-  assert_true(signal(SIGTERM, SIG_DFL) == SIG_DFL); /* the default action is back */
-  fx_free(f);
+  /* once: the current batch completes (step taken, on_train_batch_end fired), then the abort path; SIGTERM
+     (Slurm's scancel, mpirun, a pod's shutdown) ends the same way, and the message names the signal */
+  for (k = 0; k < 2; k++) {
+    static const int sig[] = { SIGINT, SIGTERM };
+    static const char *const said[] = { "interrupted (Ctrl-C)", "interrupted (SIGTERM)" };
+    void (*before)(int) = sig[k] == SIGINT ? user_handler : SIG_DFL; /* what the program had */
+    f = fx_raising(&c, HK_ON_TRAIN_BATCH_START, 2, 1);
+    g_stop_sig = sig[k];
+    assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INTERRUPTED);
+    g_stop_sig = SIGINT;
+    assert_string_equal(tr_error(&f->t), said[k]);
+    assert_int_equal(f->t.global_step, 2);
+    assert_int_equal(f->p.calls[HK_ON_TRAIN_BATCH_END], 2);
+    assert_int_equal(f->p.calls[HK_ON_EXCEPTION], 1);
+    assert_string_equal(f->p.error_seen, said[k]);
+    assert_int_equal(f->p.calls[HK_TEARDOWN], 1);
+    assert_int_equal(f->p.calls[HK_ON_TRAIN_END], 0);
+    assert_int_equal(g_user_sigint, 0);           /* the trainer's handler caught it */
+    assert_true(signal(sig[k], before) == before); /* and the program's is back */
+    fx_free(f);
+  }
 
   /* twice: stops at once, in the middle of the batch: no step, no on_train_batch_end; an
      on_exception handler can still save a checkpoint */
-  f = fx_new(4, 1, NULL, NULL, 1);
-  c = fx_config(f, 0);
+  f = fx_raising(&c, HK_ON_AFTER_BACKWARD, 2, 2);
   path_in_dir(ck, sizeof ck, "ctrl-c.ckpt");
   assert_int_equal(hk_on(f->reg, HK_ON_EXCEPTION, save_on_exception, ck, NULL, NULL), HK_OK);
-  c.no_sigint = 0;
-  c.max_epochs = 1;
-  g_act.event = HK_ON_AFTER_BACKWARD;
-  g_act.call = 2;
-  f->p.arg = 2;
-  f->p.act = raise_sigint;
   assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INTERRUPTED);
   assert_string_equal(tr_error(&f->t), "interrupted (Ctrl-C twice)");
   assert_int_equal(f->t.global_step, 1);
@@ -1876,13 +1858,8 @@ static void test_sigint(void **state) {
   fx_free(f);
 
   /* no_sigint: the trainer leaves SIGINT to the program */
-  f = fx_new(4, 1, NULL, NULL, 1);
-  c = fx_config(f, 0);
-  c.max_epochs = 1;
-  g_act.event = HK_ON_TRAIN_BATCH_START;
-  g_act.call = 1;
-  f->p.arg = 1;
-  f->p.act = raise_sigint;
+  f = fx_raising(&c, HK_ON_TRAIN_BATCH_START, 1, 1);
+  c.no_sigint = 1;
   assert_int_equal(tr_fit(&f->t, &c), TR_OK);
   assert_int_equal(g_user_sigint, 1);
   assert_int_equal(f->t.global_step, 4);
@@ -1890,14 +1867,7 @@ static void test_sigint(void **state) {
 
   /* a program that ignores SIGINT (a background job of a script) keeps ignoring it during tr_fit */
   signal(SIGINT, SIG_IGN);
-  f = fx_new(4, 1, NULL, NULL, 1);
-  c = fx_config(f, 0);
-  c.no_sigint = 0;
-  c.max_epochs = 1;
-  g_act.event = HK_ON_TRAIN_BATCH_START;
-  g_act.call = 1;
-  f->p.arg = 2;
-  f->p.act = raise_sigint;
+  f = fx_raising(&c, HK_ON_TRAIN_BATCH_START, 1, 2);
   assert_int_equal(tr_fit(&f->t, &c), TR_OK);
   assert_int_equal(f->t.global_step, 4);
   assert_true(signal(SIGINT, user_handler) == SIG_IGN);
@@ -1908,14 +1878,7 @@ static void test_sigint(void **state) {
   g_user_sigint = 0;
   assert_int_equal(hk_stop_signals_install(0), 0);
   raise(SIGINT); /* the loop's own: tr_fit does not act on it */
-  f = fx_new(4, 1, NULL, NULL, 1);
-  c = fx_config(f, 0);
-  c.no_sigint = 0;
-  c.max_epochs = 1;
-  g_act.event = HK_ON_TRAIN_BATCH_START;
-  g_act.call = 3;
-  f->p.arg = 1;
-  f->p.act = raise_sigint; /* the second signal: counted (tr_fit counts only), the first for tr_fit */
+  f = fx_raising(&c, HK_ON_TRAIN_BATCH_START, 3, 1); /* the second signal: counted (tr_fit counts only), the first for tr_fit */
   assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INTERRUPTED);
   assert_string_equal(tr_error(&f->t), "interrupted (Ctrl-C)");
   assert_int_equal(f->t.global_step, 3);
@@ -3052,12 +3015,6 @@ static void test_rng(void **state) {
 /* =================================================================================================
    main
    ================================================================================================= */
-static void remove_dir(void) {
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  if (g_dir[0] && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
-}
-
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_order_fit_trace),
@@ -3113,15 +3070,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_bad_arguments),
     cmocka_unit_test(test_rng),
   };
-  int rc;
   g_self = argv[0];
   if (argc == 5 && !strcmp(argv[1], "--phase")) return resume_child(argv[2], argv[3], argv[4]);
-  {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/test_train.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) { perror("mkdtemp"); return 1; }
-  }
-  rc = cmocka_run_group_tests(tests, NULL, NULL);
-  remove_dir();
-  return rc;
+  return run_tests_in_dir(tests, "test_train", g_dir);
 }

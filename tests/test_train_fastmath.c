@@ -26,27 +26,13 @@ static int get(void *user, int64_t i, void **batch) { (void)user; *batch = &X[i]
 
 static int run(uint64_t bits, const char *name) {
   tr_trainer t;
-  tr_desc d;
-  tr_config c;
-  tr_data data;
+  tr_data data = { .count = count, .get = get };
   tr_err e;
-  memset(&d, 0, sizeof d);
-  d.model.params = P;
-  d.model.grads = G;
-  d.model.n_params = 1;
-  d.model.forward = forward;
-  d.model.backward = backward;
-  if (tr_init(&t, &d) != TR_OK) return 1;
-  memset(&data, 0, sizeof data);
-  data.count = count;
-  data.get = get;
-  memset(&c, 0, sizeof c);
-  c.train = &data;
-  c.max_epochs = 1;
-  c.no_sigint = 1;
+  if (tr_init(&t, &(tr_desc){ .model = { .params = P, .grads = G, .n_params = 1, .forward = forward, .backward = backward } }) != TR_OK)
+    return 1;
   bad_bits = bits;
   calls = 0;
-  e = tr_fit(&t, &c);
+  e = tr_fit(&t, &(tr_config){ .train = &data, .max_epochs = 1, .no_sigint = 1 });
   if (e != TR_ERR_NONFINITE || t.global_step != 2) {
     printf("test_train_fastmath: %s loss not caught (%s, step %lld)\n", name, tr_err_name(e), (long long)t.global_step);
     tr_free(&t);

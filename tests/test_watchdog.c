@@ -4,32 +4,9 @@
    leaves the csv lines written before whole (a child process); a run that does not hang reports nothing
    and its end joins the thread; bad parameters named at setup. Sleeps of 1-2 s against limits of 0.3 s:
    the margins are wide, nothing compares a clock against a tight bound.
-   Built with -DWD_MPI by mpicc (tests/watchdog.mk): `wd_mpi` under mpirun, one rank stuck in a hook. */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#ifndef WD_MPI
-#ifdef __cplusplus
-extern "C" {
-#endif
-#include <cmocka.h>
-#ifdef __cplusplus
-}
-#endif
-#endif
-
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+   Under mpirun with one rank stuck in a hook: tests/watchdog_mpi.c. */
+#include "test.h"
 #include <time.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 static void nap(double s) {
   struct timespec ts;
@@ -180,17 +157,8 @@ static void test_multiple(void **state) {
 }
 
 /* ---- tr_fit: a one-parameter model ---------------------------------------------------------------- */
-typedef struct one { float p[1], g[1]; } one;
-static const tr_tensor one_tensors[] = { { "p", 0, 1 } };
-static int one_forward(void *u, void *batch, int training, double *loss) {
-  one *m = (one *)u;
-  (void)batch; (void)training;
-  *loss = (double)m->p[0] * m->p[0];
-  return 0;
-}
-static int one_backward(void *u, void *batch) { one *m = (one *)u; (void)batch; m->g[0] += 2 * m->p[0]; return 0; }
-static int64_t one_count(void *u) { (void)u; return 4; }
-static int one_get(void *u, int64_t i, void **batch) { (void)u; *batch = (void *)(intptr_t)i; return 0; }
+#define ONE_BATCHES 4
+#include "one.h"
 
 static void test_fit(void **state) {
   one m = { { 1.0f }, { 0 } };
@@ -201,9 +169,7 @@ static void test_fit(void **state) {
   hk_opts o = { 0 };
   hk_handle h;
   (void)state;
-  memset(&data, 0, sizeof data);
-  data.count = one_count;
-  data.get = one_get;
+  data = test_data(one_count, one_get, NULL);
   assert_int_equal(tr_init(&t, &(tr_desc){ .model = { .params = m.p, .grads = m.g, .n_params = 1, .tensors = one_tensors,
                                                       .n_tensors = 1, .user = &m, .forward = one_forward, .backward = one_backward },
                                            .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 } }), TR_OK);
@@ -211,11 +177,7 @@ static void test_fit(void **state) {
   h = hk_spec_find(t.reg, "watchdog", 0);
   o.name = "slow_validation";
   assert_int_equal(hk_on(t.reg, HK_ON_VALIDATION_BATCH_START, sleepy, &z, &o, NULL), HK_OK);
-  memset(&c, 0, sizeof c);
-  c.train = &data;
-  c.val = &data;
-  c.max_epochs = 3;
-  c.no_sigint = 1;
+  c = test_config(&data, &data, 3);
   c.num_sanity_val_steps = TR_ZERO;
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   assert_int_equal(tr_watchdog_get(t.reg, h)->reports, 1); /* the first validation (after step 4) stalls once */
@@ -290,27 +252,20 @@ static void test_exit(void **state) {
   assert_int_equal(system(spec), 0);
 }
 
-static void expect_spec_error(const char *spec, const char *needle) {
-  hk_registry *reg = hk_create(NULL);
-  assert_int_equal(tr_add_factories(reg), HK_OK);
-  assert_int_not_equal(hk_spec_apply(reg, spec), HK_OK);
-  if (!strstr(hk_last_error(reg), needle)) fail_msg("%s: '%s' does not say '%s'", spec, hk_last_error(reg), needle);
-  hk_destroy(reg);
-}
 static void test_bad_parameters(void **state) {
   hk_registry *reg = hk_create(NULL);
   (void)state;
-  expect_spec_error("watchdog", "watchdog: give a limit: seconds (e.g. watchdog(seconds=600)) or multiple");
-  expect_spec_error("watchdog(seconds=-1)", "watchdog: seconds must be a finite number >= 0 (got -1)");
-  expect_spec_error("watchdog(seconds=abc)", "seconds");
-  expect_spec_error("watchdog(multiple=0.5)", "watchdog: multiple must be > 1");
-  expect_spec_error("watchdog(seconds=1, action=kill)", "kill");
-  expect_spec_error("watchdog(seconds=1, action=kill)", "report|exit");
-  expect_spec_error("watchdog(seconds=1, exit_code=0)", "exit_code must be 1..255 (got 0)");
-  expect_spec_error("watchdog(seconds=1, exit_code=256)", "exit_code must be 1..255 (got 256)");
-  expect_spec_error("watchdog(seconds=1, warmup=0)", "warmup must be 1..1000000");
-  expect_spec_error("watchdog(seconds=1, poll=100)", "poll must be 0");
-  expect_spec_error("watchdog(seconds=1, limit=3)", "limit");
+  expect_spec_refused("watchdog", "watchdog: give a limit: seconds (e.g. watchdog(seconds=600)) or multiple");
+  expect_spec_refused("watchdog(seconds=-1)", "watchdog: seconds must be a finite number >= 0 (got -1)");
+  expect_spec_refused("watchdog(seconds=abc)", "seconds");
+  expect_spec_refused("watchdog(multiple=0.5)", "watchdog: multiple must be > 1");
+  expect_spec_refused("watchdog(seconds=1, action=kill)", "kill");
+  expect_spec_refused("watchdog(seconds=1, action=kill)", "report|exit");
+  expect_spec_refused("watchdog(seconds=1, exit_code=0)", "exit_code must be 1..255 (got 0)");
+  expect_spec_refused("watchdog(seconds=1, exit_code=256)", "exit_code must be 1..255 (got 256)");
+  expect_spec_refused("watchdog(seconds=1, warmup=0)", "warmup must be 1..1000000");
+  expect_spec_refused("watchdog(seconds=1, poll=100)", "poll must be 0");
+  expect_spec_refused("watchdog(seconds=1, limit=3)", "limit");
   assert_int_equal(tr_watchdog(reg, &(tr_watchdog_desc){ .seconds = 1, .action = (tr_watchdog_action)7 }, NULL), TR_ERR_INVALID);
   assert_non_null(strstr(hk_last_error(reg), "action 7 is not valid (report or exit)"));
   assert_int_equal(tr_watchdog(reg, NULL, NULL), TR_ERR_INVALID);
@@ -319,7 +274,6 @@ static void test_bad_parameters(void **state) {
   hk_destroy(reg);
 }
 
-#ifndef WD_MPI
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_hook_sleeps),
@@ -333,4 +287,3 @@ int main(void) {
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
-#endif

@@ -159,18 +159,7 @@ test-train-fastmath: $(BUILD)/test_train_fastmath
 # ---- fuzzing the checkpoint loader ----------------------------------------------------------------------
 # A bounded number of inputs (not a time limit), starting from valid checkpoints that the target writes
 # itself; a crash leaves $(BUILD)/fuzz-ckpt-crash-* to reproduce with ./$(BUILD)/fuzz_ckpt <file>.
-$(BUILD)/fuzz_ckpt: tests/fuzz_ckpt.c $(TR_DEPS) | $(BUILD)
-	$(FUZZ_CC) -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	  $(WARN) -I. -I$(STB_INC) -o $@ tests/fuzz_ckpt.c $(LDLIBS)
-
-test-fuzz-ckpt: $(BUILD)/fuzz_ckpt
-	@mkdir -p $(BUILD)/fuzz_ckpt_corpus
-	@echo "fuzz_ckpt: $(FUZZ_CKPT_RUNS) inputs (log: $(BUILD)/fuzz_ckpt.log)"
-	@FUZZ_CKPT_SEED_DIR=$(BUILD)/fuzz_ckpt_corpus ./$(BUILD)/fuzz_ckpt -runs=$(FUZZ_CKPT_RUNS) -max_len=4096 \
-	  -timeout=10 -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz-ckpt- $(BUILD)/fuzz_ckpt_corpus \
-	  > $(BUILD)/fuzz_ckpt.log 2>&1 \
-	  || { tail -n 60 $(BUILD)/fuzz_ckpt.log; echo "fuzz_ckpt: FAILED (reproduce: ./$(BUILD)/fuzz_ckpt $(BUILD)/fuzz-ckpt-crash-...)"; exit 1; }
-	@grep -E "^(Done|stat::number_of_executed_units)" $(BUILD)/fuzz_ckpt.log | tail -n 2
+$(eval $(call fuzz_runs,ckpt,FUZZ_CKPT_SEED_DIR,FUZZ_CKPT_RUNS,4096,,$(TR_DEPS)))
 
 # ---- sections left out -----------------------------------------------------------------------------------
 # tests/compile_sections.c with every section that can be left out, alone and together (TRAIN_NO_TRAINER,

@@ -2,38 +2,24 @@
 # hook reported with its event, name and step; action=exit's status and whole csv lines; no report and a joined
 # thread when nothing hangs; bad parameters), and under mpirun -np 2 with one rank stuck (test-watchdog-mpi:
 # both ranks report, the waiting one in a collective; with action=exit the job ends non-zero instead of hanging).
-WD_SRC  := tests/test_watchdog.c
-WD_BIN  := $(BUILD)/test_watchdog
-WD_ASAN := $(BUILD)/test_watchdog_asan
-
-.PHONY: test-watchdog test-watchdog-unit test-watchdog-asan test-watchdog-valgrind test-watchdog-mpi
-TEST_TARGETS += test-watchdog test-watchdog-mpi
-QUICK_TARGETS += test-watchdog-unit test-watchdog-asan
-
-$(WD_BIN): $(WD_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(TEST_CFLAGS) -o $@ $(WD_SRC) -lcmocka $(LDLIBS) -pthread
-$(WD_ASAN): $(WD_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(WD_SRC) -lcmocka $(LDLIBS) -pthread
-
-test-watchdog: test-watchdog-unit test-watchdog-asan test-watchdog-valgrind test-watchdog-tsan
-test-watchdog-unit: $(WD_BIN)
-	./$(WD_BIN)
-test-watchdog-asan: $(WD_ASAN)
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(WD_ASAN)
-test-watchdog-valgrind: $(WD_BIN)
-	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect --child-silent-after-fork=yes ./$(WD_BIN)
+$(eval $(call cmocka_suite,watchdog,watchdog,tests/one.h hooks.h train.h))
+$(BUILD)/test_watchdog $(BUILD)/test_watchdog_asan: LDLIBS += -pthread
+test-watchdog-valgrind: VALGRIND += --child-silent-after-fork=yes # test_exit forks a child
+.PHONY: test-watchdog-mpi
+TEST_TARGETS += test-watchdog-mpi
 
 # ThreadSanitizer: the loop's thread and the watchdog's share only the snapshot (atomics) and, on purpose, the
 # look at hooks.h's dispatch state that tests/tsan.supp names; any other race fails the test.
 WD_TSAN := $(BUILD)/test_watchdog_tsan
 .PHONY: test-watchdog-tsan
-$(WD_TSAN): $(WD_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) -O1 -fsanitize=thread -o $@ $(WD_SRC) -lcmocka $(LDLIBS) -pthread
+test-watchdog: test-watchdog-tsan
+$(WD_TSAN): tests/test_watchdog.c tests/test.h tests/one.h hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -O1 -fsanitize=thread -o $@ tests/test_watchdog.c -lcmocka $(LDLIBS) -pthread
 test-watchdog-tsan: $(WD_TSAN)
 	TSAN_OPTIONS="halt_on_error=1 suppressions=tests/tsan.supp" ./$(WD_TSAN)
 
 # mpicc -DTRAIN_MPI; every mpirun under timeout (a hang fails the test). MPI_ENV, MPIRUN: tests/mpi.mk.
-$(BUILD)/mpi/wd_mpi: tests/watchdog_mpi.c hooks.h train.h | $(BUILD)
+$(BUILD)/mpi/wd_mpi: tests/watchdog_mpi.c tests/one.h hooks.h train.h | $(BUILD)
 	@mkdir -p $(BUILD)/mpi
 	@command -v $(MPICC) >/dev/null || { echo "test-watchdog-mpi: $(MPICC) not found: install openmpi-bin libopenmpi-dev (sh scripts/deps.sh)"; exit 1; }
 	$(MPICC) $(TEST_CFLAGS) -DTRAIN_MPI -o $@ tests/watchdog_mpi.c $(LDLIBS) -pthread
@@ -43,7 +29,7 @@ test-watchdog-mpi: $(BUILD)/mpi/wd_mpi
 # The watchdog's cost a step in the loop's thread (callgrind, exact; about 30 s): not registered, registered, in a
 # loop of your own and in tr_fit (docs/callbacks.md quotes the numbers).
 .PHONY: watchdog-cost
-$(BUILD)/watchdog_cost: tests/watchdog_cost.c hooks.h train.h | $(BUILD)
+$(BUILD)/watchdog_cost: tests/watchdog_cost.c tests/cost.h hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ tests/watchdog_cost.c $(LDLIBS) -pthread
 watchdog-cost: $(BUILD)/watchdog_cost
 	./$(BUILD)/watchdog_cost
