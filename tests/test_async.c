@@ -125,6 +125,13 @@ static hk_registry *loop_reg(big *m, int async, seen *s) {
   if (s) assert_int_equal(hk_on(reg, HK_ON_CHECKPOINT_SAVED, on_saved, s, NULL, NULL), HK_OK);
   return reg;
 }
+/* A model of n parameters at v, its loop's registry with asynchronous saves, nothing seen yet, a fresh context. */
+static hk_registry *async_loop(big *m, size_t n, float v, seen *s, hk_ctx *c) {
+  big_make(m, n, v);
+  memset(s, 0, sizeof *s);
+  memset(c, 0, sizeof *c);
+  return loop_reg(m, 1, s);
+}
 
 /* The same bytes as a synchronous save; on_checkpoint_saved at the next safe point, the file whole. */
 static void test_run_same_bytes(void **st) {
@@ -183,13 +190,10 @@ static void test_run_second_waits(void **st) {
   hk_registry *reg, *sync_reg;
   int i;
   (void)st;
-  big_make(&m, 100000, 2.0f);
-  memset(&s, 0, sizeof s);
-  memset(&c, 0, sizeof c);
   path_in(a, sizeof a, "first.ckpt");
   path_in(b, sizeof b, "second.ckpt");
   path_in(ref, sizeof ref, "second_ref.ckpt");
-  reg = loop_reg(&m, 1, &s);
+  reg = async_loop(&m, 100000, 2.0f, &s, &c);
   assert_int_equal(tr_run_start(reg, &c, NULL), TR_OK);
   assert_int_equal(tr_run_save(reg, &c, a), TR_OK);
   m.p[1] = -3.0f;
@@ -232,12 +236,9 @@ static void test_teardown_save_at_once(void **st) {
   hk_registry *reg;
   td d;
   (void)st;
-  big_make(&m, 1000, 1.0f);
-  memset(&s, 0, sizeof s);
-  memset(&c, 0, sizeof c);
   path_in(a, sizeof a, "in_run.ckpt");
   path_in(b, sizeof b, "teardown.ckpt");
-  reg = loop_reg(&m, 1, &s);
+  reg = async_loop(&m, 1000, 1.0f, &s, &c);
   d.reg = reg;
   d.path = b;
   d.saved_before_return = 0;
