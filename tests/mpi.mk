@@ -29,9 +29,11 @@ MPICC       ?= mpicc
 MPICXX      ?= mpicxx
 MPIRUN      ?= mpirun
 MPI_TIMEOUT ?= 60
-# root in containers; more ranks than cores; no CMA single-copy (needs ptrace rights in Docker)
-MPI_ENV  := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
-            OMPI_MCA_btl_vader_single_copy_mechanism=none
+# root in containers; more ranks than cores; no CMA single-copy (needs ptrace rights in Docker); each target's
+# session directories under its own base (make test starts several mpiruns at once, and Open MPI 4.1's first mkdir of
+# the shared /tmp/ompi.<host>.<uid> races: "File exists", orte_init failed)
+MPI_ENV   = OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+            OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_orte_tmpdir_base=$(CURDIR)/$(BUILD)/ompi/$@
 MPI_DIR  := $(BUILD)/mpi
 MPI_DEPS := tests/test_mpi.c hooks.h train.h examples/mlp.h
 

@@ -61,7 +61,7 @@ exec ip netns exec \$ns unshare --uts sh -c "hostname \$ns && \$*"
 EOF
 chmod +x "$W/agent"
 printf '10.23.0.1 slots=2\n10.23.0.2 slots=2\n' > "$W/hosts"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_orte_tmpdir_base="$W/ompi" # (a base of its own: tests/mpi.mk)
 MH="--hostfile $W/hosts -np 4 --mca plm_rsh_agent $W/agent --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include mh0"
 MH="$MH --mca oob_tcp_if_include mh0 --mca mpi_yield_when_idle 1"
 # the ports pinned, as behind a firewall: the ranks listen from 50000 (16 ports), the daemons in 50100-50115

@@ -27,21 +27,24 @@ cp "$dir/test_slurm" "$work/"
 cd "$work" || exit 1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
   OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mpi_yield_when_idle=1
+# Each mpirun's session directories under a base of its own (OMPI_MCA_orte_tmpdir_base): these run at once, and Open
+# MPI 4.1's first mkdir of a shared /tmp/ompi.<host>.<uid> races ("File exists", orte_init failed)
+base() { echo "OMPI_MCA_orte_tmpdir_base=$PWD/ompi/$1"; }
 STEPS=400
 
 job() { # name mode signals [sbatch options]: submits; prints the job id
   local name=$1 mode=$2 k=$3; shift 3
   sbatch --parsable -n 2 -J "$name" -o "$name.out" --open-mode=append "$@" \
-    --wrap "exec mpirun -np 2 ./test_slurm $mode steps=$STEPS ckpt=$name.ckpt out=$name.bin mark=$name.m signals=$k"
+    --wrap "exec env $(base "$name") mpirun -np 2 ./test_slurm $mode steps=$STEPS ckpt=$name.ckpt out=$name.bin mark=$name.m signals=$k"
 }
 own=$(job own own 2 --requeue) && fit=$(job fit fit 2 --requeue) && term=$(job term fit 1) || fail "sbatch"
 # the references, meanwhile: the same runs, uninterrupted, outside Slurm
-(unset SLURM_CONF; timeout 60 mpirun -np 2 ./test_slurm own steps=$STEPS ckpt=own-ref.ckpt out=own-ref.bin > ref.out 2>&1 &&
-  timeout 60 mpirun -np 2 ./test_slurm fit steps=$STEPS ckpt=fit-ref.ckpt out=fit-ref.bin >> ref.out 2>&1) &
+(unset SLURM_CONF; timeout 60 env $(base ref) mpirun -np 2 ./test_slurm own steps=$STEPS ckpt=own-ref.ckpt out=own-ref.bin > ref.out 2>&1 &&
+  timeout 60 env $(base ref) mpirun -np 2 ./test_slurm fit steps=$STEPS ckpt=fit-ref.ckpt out=fit-ref.bin >> ref.out 2>&1) &
 refs=$!
 # one rank signalled (outside Slurm, while the jobs run): the others must stop with it
 one() { # mode
-  (unset SLURM_CONF SLURM_JOB_ID; timeout 60 mpirun -np 2 ./test_slurm $1 steps=$STEPS ckpt=one-$1.ckpt out=one-$1.bin \
+  (unset SLURM_CONF SLURM_JOB_ID; timeout 60 env $(base one) mpirun -np 2 ./test_slurm $1 steps=$STEPS ckpt=one-$1.ckpt out=one-$1.bin \
      mark=one-$1.m signals=1 > one-$1.out 2>&1) & local p=$!
   wait_file one-$1.m.0 && wait_file one-$1.m.pid.1 || return 1
   kill -USR1 "$(cat one-$1.m.pid.1)" || return 1
@@ -49,7 +52,7 @@ one() { # mode
   grep -q "preempted (SIGUSR1): stopped after step [0-9]*; its state saved to one-$1.ckpt" one-$1.bin.end || return 1
   grep -o 'stopped after step [0-9]*' one-$1.bin.end > one-$1.stop
   rm one-$1.bin.end
-  (unset SLURM_CONF SLURM_JOB_ID; timeout 60 mpirun -np 2 ./test_slurm $1 steps=$STEPS ckpt=one-$1b.ckpt out=one-$1.bin \
+  (unset SLURM_CONF SLURM_JOB_ID; timeout 60 env $(base one) mpirun -np 2 ./test_slurm $1 steps=$STEPS ckpt=one-$1b.ckpt out=one-$1.bin \
      resume=one-$1.ckpt > one-$1-resume.out 2>&1) || return 1
 }
 wait_file() { local end=$(($(date +%s) + 60)); while [ ! -e "$1" ]; do [ "$(date +%s)" -lt $end ] || return 1; sleep 0.05; done; }
@@ -104,7 +107,7 @@ done
 
 grep -q "interrupted (SIGTERM); its state saved to term.ckpt" term.bin.end || fail "term: no clean end with a checkpoint"
 step=$(grep -o "fit: ended at step [0-9]*" term.bin.end | awk '{print $5}')
-(unset SLURM_CONF; timeout 60 mpirun -np 2 ./test_slurm fit steps=$STEPS ckpt=term2.ckpt out=term.bin resume=term.ckpt > term-resume.out 2>&1) ||
+(unset SLURM_CONF; timeout 60 env $(base term) mpirun -np 2 ./test_slurm fit steps=$STEPS ckpt=term2.ckpt out=term.bin resume=term.ckpt > term-resume.out 2>&1) ||
   fail "term: the resume from term.ckpt"
 cmp -s term.bin fit-ref.bin || fail "term: resumed from the SIGTERM's checkpoint, the parameters differ from the uninterrupted run's"
 echo "test-slurm: term: scancel's SIGTERM at step $step: its state saved, a clean end; resumed from it: bit-identical"
@@ -112,7 +115,7 @@ echo "test-slurm: term: scancel's SIGTERM at step $step: its state saved, a clea
 # refuses before a step (last, alone: Open MPI's session directory races with mpiruns started at the same moment)
 cp one-own.ckpt two.0.ckpt && cp one-own.ckpt two.1.ckpt && printf 'A' | dd of=two.1.ckpt bs=1 conv=notrunc 2>/dev/null ||
   fail "two: copying one-own.ckpt"
-(unset SLURM_CONF SLURM_JOB_ID; timeout 60 mpirun -np 2 ./test_slurm own steps=$STEPS ckpt=two-b.ckpt out=two.bin \
+(unset SLURM_CONF SLURM_JOB_ID; timeout 60 env $(base two) mpirun -np 2 ./test_slurm own steps=$STEPS ckpt=two-b.ckpt out=two.bin \
    resume=two.%d.ckpt > two.out 2>&1); rc=$?
 [ $rc = 1 ] && grep -q "the ranks resumed different states\|another rank resumed a different state" two.out ||
   fail "two: ranks resuming two files (exit $rc, not 1, or no message)"
