@@ -8214,6 +8214,14 @@ static tr_err tr__cb_register_when(hk_registry *reg, const hk_callback *cb, int 
 TR__SHARED tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order, hk_handle *out, tr__why *w) {
   return tr__cb_register_when(reg, cb, order, NULL, NULL, out, w);
 }
+/* A callback's directory, made and found writable before the first step (not when its file is due and the state
+   would be lost): HK_CONTINUE, or the hook fails naming it and what could not be written there (lost). */
+TR__SHARED hk_signal tr__cb_dir_ready(hk_ctx *ctx, const char *dir, const char *lost) {
+  int e;
+  if (tr__mkdirs(dir) != 0) return hk_fail(ctx, "cannot create the directory '%s': %s", dir, strerror(errno));
+  if ((e = tr__probe_dir(dir)) != 0) return hk_fail(ctx, "the directory '%s' is not writable: %s; %s there", dir, strerror(e), lost);
+  return HK_CONTINUE;
+}
 
 
 /* =================================================================================================
@@ -9707,7 +9715,6 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
    data (nothing would ever set it), and a directory that cannot be made or written. */
 static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
-  int e;
   s->at_epoch_end = tr__at_epoch_end(s->run, s->epoch_flag);
   if (s->run && s->run->desc.epochs == TR_NO && s->at_epoch_end && s->every_epochs > 0)
     tr__run_say(s->run, ctx, "model_checkpoint", "saves every %lld epochs at on_train_epoch_end, which this loop never "
@@ -9719,11 +9726,7 @@ static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
     return hk_fail(ctx, "monitor '%s' is a validation metric, but this run never validates (no validation "
                    "data): nothing would set it; give the fit validation data, or monitor a metric training sets", s->monitor);
   if (ctx->rank != 0) return HK_CONTINUE; /* files: rank 0's job */
-  if (tr__mkdirs(s->dirpath) != 0)
-    return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
-  if ((e = tr__probe_dir(s->dirpath)) != 0)
-    return hk_fail(ctx, "the directory '%s' is not writable: %s; checkpoints could not be saved there", s->dirpath, strerror(e));
-  return HK_CONTINUE;
+  return tr__cb_dir_ready(ctx, s->dirpath, "checkpoints could not be saved");
 }
 static hk_signal tr__mc_train_start(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
@@ -12562,15 +12565,9 @@ static void tr__oec_default_dir(tr__oec *s) {
    found when the failure comes and its state is lost. Files: rank 0's job. */
 static hk_signal tr__oec_fit_start(hk_ctx *ctx, void *user) {
   tr__oec *s = (tr__oec *)user;
-  int e;
   tr__oec_default_dir(s);
   if (ctx->rank != 0) return HK_CONTINUE;
-  if (tr__mkdirs(s->dirpath) != 0)
-    return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
-  if ((e = tr__probe_dir(s->dirpath)) != 0)
-    return hk_fail(ctx, "the directory '%s' is not writable: %s; the checkpoint of a failure could not be saved there",
-                   s->dirpath, strerror(e));
-  return HK_CONTINUE;
+  return tr__cb_dir_ready(ctx, s->dirpath, "the checkpoint of a failure could not be saved");
 }
 static hk_signal tr__oec_train_start(hk_ctx *ctx, void *user) {
   tr__oec *s = (tr__oec *)user;
@@ -13150,7 +13147,6 @@ static hk_signal tr__pw_start(hk_ctx *ctx, void *user) {
   const char *rd = s->run ? s->run->tr__p->dir : NULL, *f = s->filename, *at;
   hk_bytes b;
   int64_t k, n;
-  int e;
   s->batches = 0;
   tr__pw_free_names(s); /* (cols of them) */
   s->cols = -1;
@@ -13182,9 +13178,7 @@ static hk_signal tr__pw_start(hk_ctx *ctx, void *user) {
     tr__run_say_on(s->run, ctx, 1, "prediction_writer", "%d processes: rank 0 writes its share of the batches only; "
                    "put {rank} in filename for a file of every rank's", ctx->world_size);
   if (!s->writes) return HK_CONTINUE;
-  if (tr__mkdirs(s->dir) != 0) return hk_fail(ctx, "cannot create the directory '%s': %s", s->dir, strerror(errno));
-  if ((e = tr__probe_dir(s->dir)) != 0)
-    return hk_fail(ctx, "the directory '%s' is not writable: %s; predictions could not be written there", s->dir, strerror(e));
+  if (tr__cb_dir_ready(ctx, s->dir, "predictions could not be written") == HK_FAIL) return HK_FAIL;
   tr__pw_take_back(s); /* a later process of this run: its files again */
   if (s->format != TR_PREDICTION_SAFETENSORS || tr__pw_has_epoch(s)) {
     if (tr__pw_path(s, -1)) return hk_fail(ctx, "out of memory");

@@ -366,6 +366,14 @@ static tr_err tr__cb_register_when(hk_registry *reg, const hk_callback *cb, int 
 TR__SHARED tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order, hk_handle *out, tr__why *w) {
   return tr__cb_register_when(reg, cb, order, NULL, NULL, out, w);
 }
+/* A callback's directory, made and found writable before the first step (not when its file is due and the state
+   would be lost): HK_CONTINUE, or the hook fails naming it and what could not be written there (lost). */
+TR__SHARED hk_signal tr__cb_dir_ready(hk_ctx *ctx, const char *dir, const char *lost) {
+  int e;
+  if (tr__mkdirs(dir) != 0) return hk_fail(ctx, "cannot create the directory '%s': %s", dir, strerror(errno));
+  if ((e = tr__probe_dir(dir)) != 0) return hk_fail(ctx, "the directory '%s' is not writable: %s; %s there", dir, strerror(e), lost);
+  return HK_CONTINUE;
+}
 
 
 /* =================================================================================================

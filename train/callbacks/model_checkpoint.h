@@ -779,7 +779,6 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
    data (nothing would ever set it), and a directory that cannot be made or written. */
 static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
-  int e;
   s->at_epoch_end = tr__at_epoch_end(s->run, s->epoch_flag);
   if (s->run && s->run->desc.epochs == TR_NO && s->at_epoch_end && s->every_epochs > 0)
     tr__run_say(s->run, ctx, "model_checkpoint", "saves every %lld epochs at on_train_epoch_end, which this loop never "
@@ -791,11 +790,7 @@ static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
     return hk_fail(ctx, "monitor '%s' is a validation metric, but this run never validates (no validation "
                    "data): nothing would set it; give the fit validation data, or monitor a metric training sets", s->monitor);
   if (ctx->rank != 0) return HK_CONTINUE; /* files: rank 0's job */
-  if (tr__mkdirs(s->dirpath) != 0)
-    return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
-  if ((e = tr__probe_dir(s->dirpath)) != 0)
-    return hk_fail(ctx, "the directory '%s' is not writable: %s; checkpoints could not be saved there", s->dirpath, strerror(e));
-  return HK_CONTINUE;
+  return tr__cb_dir_ready(ctx, s->dirpath, "checkpoints could not be saved");
 }
 static hk_signal tr__mc_train_start(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;

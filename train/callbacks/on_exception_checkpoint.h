@@ -73,15 +73,9 @@ static void tr__oec_default_dir(tr__oec *s) {
    found when the failure comes and its state is lost. Files: rank 0's job. */
 static hk_signal tr__oec_fit_start(hk_ctx *ctx, void *user) {
   tr__oec *s = (tr__oec *)user;
-  int e;
   tr__oec_default_dir(s);
   if (ctx->rank != 0) return HK_CONTINUE;
-  if (tr__mkdirs(s->dirpath) != 0)
-    return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
-  if ((e = tr__probe_dir(s->dirpath)) != 0)
-    return hk_fail(ctx, "the directory '%s' is not writable: %s; the checkpoint of a failure could not be saved there",
-                   s->dirpath, strerror(e));
-  return HK_CONTINUE;
+  return tr__cb_dir_ready(ctx, s->dirpath, "the checkpoint of a failure could not be saved");
 }
 static hk_signal tr__oec_train_start(hk_ctx *ctx, void *user) {
   tr__oec *s = (tr__oec *)user;

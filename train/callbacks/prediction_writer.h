@@ -216,7 +216,6 @@ static hk_signal tr__pw_start(hk_ctx *ctx, void *user) {
   const char *rd = s->run ? s->run->tr__p->dir : NULL, *f = s->filename, *at;
   hk_bytes b;
   int64_t k, n;
-  int e;
   s->batches = 0;
   tr__pw_free_names(s); /* (cols of them) */
   s->cols = -1;
@@ -248,9 +247,7 @@ static hk_signal tr__pw_start(hk_ctx *ctx, void *user) {
     tr__run_say_on(s->run, ctx, 1, "prediction_writer", "%d processes: rank 0 writes its share of the batches only; "
                    "put {rank} in filename for a file of every rank's", ctx->world_size);
   if (!s->writes) return HK_CONTINUE;
-  if (tr__mkdirs(s->dir) != 0) return hk_fail(ctx, "cannot create the directory '%s': %s", s->dir, strerror(errno));
-  if ((e = tr__probe_dir(s->dir)) != 0)
-    return hk_fail(ctx, "the directory '%s' is not writable: %s; predictions could not be written there", s->dir, strerror(e));
+  if (tr__cb_dir_ready(ctx, s->dir, "predictions could not be written") == HK_FAIL) return HK_FAIL;
   tr__pw_take_back(s); /* a later process of this run: its files again */
   if (s->format != TR_PREDICTION_SAFETENSORS || tr__pw_has_epoch(s)) {
     if (tr__pw_path(s, -1)) return hk_fail(ctx, "out of memory");
