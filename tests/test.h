@@ -189,4 +189,11 @@ static inline void empty_file(FILE *f) {
   rewind(f);
   assert_int_equal(ftruncate(fileno(f), 0), 0);
 }
+/* A loop of two floats, loss = 1 + p0^2 (test_continue, test_own_run): the members its struct opens with,
+   and its model bound to the context (p starts at {1, 0}). */
+#define TWO_FLOAT_LOOP hk_registry *reg; hk_ctx ctx; hk_flow flow; float p[2], g[2]; hk_tensor pv, gv
+#define two_float_bind(l)                                                                  \
+  ((l)->p[0] = 1.0f, (l)->pv = (hk_tensor){ "p", (l)->p, 2, 0 },                          \
+   (l)->gv = (hk_tensor){ "p", (l)->g, 2, 0 }, (l)->ctx.params = &(l)->pv,                \
+   (l)->ctx.grads = &(l)->gv, (l)->ctx.n_tensors = 1)
 #endif

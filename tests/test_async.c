@@ -294,34 +294,42 @@ static int fail_child(const char *dir, int at_teardown) {
   free(m.p);
   return 0;
 }
-static void check_fail(int at_teardown) {
+/* A background write that fails in a child process (child(dir, arg) exits 0 when its run failed as it
+   should): the previous file, `old` at dir/name, is left byte for byte, and no temporary file stays. */
+static void expect_failed_write_keeps(const char *sub, const char *name, const char *old,
+                                      int (*child)(const char *dir, int arg), int arg) {
   char dir[300], path[400];
   pid_t pid;
   int status = -1;
   FILE *f;
   size_t n = 0;
-  unsigned char *b;
-  snprintf(dir, sizeof dir, "%s/fail%d", g_root, at_teardown);
+  char *b;
+  snprintf(dir, sizeof dir, "%s/%s", g_root, sub);
   assert_int_equal(mkdir(dir, 0755), 0);
-  snprintf(path, sizeof path, "%s/prev.ckpt", dir);
-  f = fopen(path, "wb");
-  fputs("the previous checkpoint", f);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  assert_non_null(f = fopen(path, "wb"));
+  fputs(old, f);
   fclose(f);
   fflush(NULL);
   pid = fork();
-  if (pid == 0) _exit(fail_child(dir, at_teardown));
+  if (pid == 0) _exit(child(dir, arg));
   assert_true(waitpid(pid, &status, 0) == pid);
   assert_true(WIFEXITED(status));
   assert_int_equal(WEXITSTATUS(status), 0);
-  b = (unsigned char *)slurp_len(path, &n);
-  assert_non_null(b);
-  assert_int_equal(n, strlen("the previous checkpoint"));
-  assert_memory_equal(b, "the previous checkpoint", n);
+  assert_non_null(b = slurp_len(path, &n));
+  assert_int_equal(n, strlen(old));
+  assert_memory_equal(b, old, n);
   free(b);
   assert_int_equal(count_names(dir, ".tmp."), 0);
 }
-static void test_write_error_next_step(void **st) { (void)st; check_fail(0); }
-static void test_write_error_at_teardown(void **st) { (void)st; check_fail(1); }
+static void test_write_error_next_step(void **st) {
+  (void)st;
+  expect_failed_write_keeps("fail0", "prev.ckpt", "the previous checkpoint", fail_child, 0);
+}
+static void test_write_error_at_teardown(void **st) {
+  (void)st;
+  expect_failed_write_keeps("fail1", "prev.ckpt", "the previous checkpoint", fail_child, 1);
+}
 
 /* A full disk: a 64 KiB tmpfs (root only; skipped with a message elsewhere). */
 static void test_full_disk(void **st) {
@@ -531,12 +539,15 @@ static hk_signal request_once(hk_ctx *ctx, void *user) {
   nanosleep(&ts, NULL);
   return HK_CONTINUE;
 }
-static int trainer_fail_child(const char *path) {
+static int trainer_fail_child(const char *dir, int unused) {
+  char path[400];
   static quad q;
   tr_trainer t;
   tr_data data = { NULL, q_count, q_get, NULL, NULL, NULL, NULL, NULL, 1 };
   struct rlimit rl = { 16 << 10, 16 << 10 };
   tr_err e;
+  (void)unused;
+  snprintf(path, sizeof path, "%s/model.ckpt", dir);
   signal(SIGXFSZ, SIG_IGN);
   if (setrlimit(RLIMIT_FSIZE, &rl) != 0) return 10;
   if (tr_init(&t, &(tr_desc){ .model = { .params = q.p, .grads = q.g, .n_params = QN, .user = &q, .forward = q_forward,
@@ -554,30 +565,8 @@ static int trainer_fail_child(const char *path) {
   return 0;
 }
 static void test_trainer_write_error(void **st) {
-  char dir[300], path[400];
-  pid_t pid;
-  int status = -1;
-  FILE *f;
-  size_t n = 0;
-  unsigned char *b;
   (void)st;
-  snprintf(dir, sizeof dir, "%s/tfail", g_root);
-  assert_int_equal(mkdir(dir, 0755), 0);
-  snprintf(path, sizeof path, "%s/model.ckpt", dir);
-  f = fopen(path, "wb");
-  fputs("old", f);
-  fclose(f);
-  fflush(NULL);
-  pid = fork();
-  if (pid == 0) _exit(trainer_fail_child(path));
-  assert_true(waitpid(pid, &status, 0) == pid);
-  assert_true(WIFEXITED(status));
-  assert_int_equal(WEXITSTATUS(status), 0);
-  b = (unsigned char *)slurp_len(path, &n);
-  assert_non_null(b);
-  assert_int_equal(n, 3);
-  free(b);
-  assert_int_equal(count_names(dir, ".tmp."), 0);
+  expect_failed_write_keeps("tfail", "model.ckpt", "old", trainer_fail_child, 0);
 }
 
 /* model_checkpoint's background write fails (a file size limit): its name was claimed on disk (an empty

@@ -115,11 +115,7 @@ static void add_killer(hk_registry *reg) {
 #define OWN_SPECS "csv(); jsonl(); tensorboard()"
 static const char *g_specs = OWN_SPECS; /* test_plot_continues adds the plot */
 typedef struct lp {
-  hk_registry *reg;
-  hk_ctx ctx;
-  hk_flow flow;
-  float p[2], g[2];
-  hk_tensor pv, gv;
+  TWO_FLOAT_LOOP;
   memlog log;
   char dir[300];
   watched w;
@@ -135,12 +131,7 @@ static int lp_load(void *user, FILE *f) {
 static void lp_init(lp *l, const char *name, int new_version) {
   tr_run_desc d;
   memset(l, 0, sizeof *l);
-  l->p[0] = 1.0f;
-  l->pv = (hk_tensor){ "p", l->p, 2, 0 };
-  l->gv = (hk_tensor){ "p", l->g, 2, 0 };
-  l->ctx.params = &l->pv;
-  l->ctx.grads = &l->gv;
-  l->ctx.n_tensors = 1;
+  two_float_bind(l);
   snprintf(l->dir, sizeof l->dir, "%s/%s", g_root, name);
   assert_non_null(memlog_open(&l->log));
   assert_non_null(l->reg = hk_create(NULL));

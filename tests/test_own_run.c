@@ -33,11 +33,7 @@ static void path_of(char *out, size_t cap, const char *name) { snprintf(out, cap
 
 /* ---- a tiny step loop: loss = 1 + p0^2, SGD; validations every val_every steps read a script ---- */
 typedef struct lp {
-  hk_registry *reg;
-  hk_ctx ctx;
-  hk_flow flow;
-  float p[2], g[2];
-  hk_tensor pv, gv;
+  TWO_FLOAT_LOOP;
   int64_t val_every;
   const double *val_script;     /* val/loss of the k-th validation */
   int n_val, second_call, raise_at, no_before_backward;
@@ -48,13 +44,8 @@ static int lp_load(void *user, FILE *f) { lp *l = (lp *)user; return fread(l->p,
 
 static void lp_init(lp *l, tr_run_desc d) {
   memset(l, 0, sizeof *l);
-  l->p[0] = 1.0f;
   l->raise_at = -1;
-  l->pv = (hk_tensor){ "p", l->p, 2, 0 };
-  l->gv = (hk_tensor){ "p", l->g, 2, 0 };
-  l->ctx.params = &l->pv;
-  l->ctx.grads = &l->gv;
-  l->ctx.n_tensors = 1;
+  two_float_bind(l);
   assert_non_null(l->reg = hk_create(NULL));
   d.save_model = lp_save;
   d.load_model = lp_load;
