@@ -5689,8 +5689,8 @@ typedef struct tr__run_saving { tr_run *run; hk_bytes state; int model_failed; }
    directory | i64 global_step | u64 tr_run_at ("" for none). Version 1 (still read): u64 1 | str directory
    | u64 device | u64 inode | i64 global_step | u64 at. Read before setup (tr__run_resuming); the loggers
    open in that directory and supersede the later records. A run is known by its id (inodes are reused),
-   kept in its directory's run_id file (written at the first checkpoint) and in every block, so a moved
-   or respelt directory continues when its run_id matches. */
+   kept in its directory's run_id file (written at the first checkpoint) and in every block, so a moved,
+   respelt or renamed directory continues when its run_id matches. */
 #define TR__RUN_ID_FILE "run_id"
 static int tr__run_id_ok(const char *s) { /* 32 lowercase hex digits */
   int i;
@@ -7245,16 +7245,49 @@ static const char *tr__run_lost(int e) {
        : e == 0 ? "another directory is there now than the one the run wrote" : strerror(e);
 }
 
+/* The checkpoint's version directory renamed under base (version_3 to baseline: its last name gone) is
+   known by its run id: the one directory there (no symlink: tr__dir_hold refuses those) whose run_id file
+   holds id replaces *look. 0; ENOENT none; EEXIST two or more (a copy, or a version a resume fell back to:
+   which one is the run's is not known, so neither is continued; why said in two); ENOMEM. */
+static int tr__run_dir_find(const char *base, const char *id, char **look, char *two, size_t two_len) {
+  char **names = NULL, *found = NULL, got[33];
+  int n = tr__dir_names(base, "", &names), i, e = n < 0 ? ENOMEM : ENOENT, fd, first = -1;
+  uint64_t dev, ino;
+  for (i = 0; i < n; i++) {
+    char *p = strcmp(names[i], ".") && strcmp(names[i], "..") ? tr__join(base, names[i]) : NULL;
+    if (p && tr__run_id_read(p, got) == 0 && !strcmp(got, id) && tr__dir_hold(p, &fd, &dev, &ino) != ENOTDIR) {
+      tr__dir_release(fd); /* (held again by the caller, as a leaf found by its name) */
+      if (found) {
+        snprintf(two, two_len, "it is gone, and both %s and %s beside it hold its run_id (a copy?): which one is "
+                 "its own is not known (remove the other's run_id file to continue there)", names[first], names[i]);
+        e = EEXIST;
+        free(p);
+        break;
+      }
+      found = p;
+      first = i;
+      e = 0;
+    } else free(p);
+  }
+  for (i = 0; i < n; i++) free(names[i]);
+  free(names);
+  if (e) { free(found); return e; }
+  free(*look);
+  *look = found;
+  return 0;
+}
+
 /* The directory a logger writes into (new string), made with its parents; NULL and why on failure. A new
    version_N is claimed with one mkdir (EEXIST: N+1), so parallel runs never share one; a given version is
    used as it is; each is held (tr__dir_hold). A resume continues its run's directory (*continued = 1)
    unless new_version_on_resume, another process holds it, or its run_id is not the block's; found by its
-   last name under save_dir/name, so a moved or respelt one continues (a version 1 block: same spelling,
-   device, inode). Otherwise a new version_N, said once: nothing of another run is rewritten. */
+   last name under save_dir/name, or where that name is gone by its run_id there (tr__run_dir_find), so a
+   moved, respelt or renamed one continues (a version 1 block: same spelling, device, inode). Otherwise a new
+   version_N, said once: nothing of another run is rewritten. */
 static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name, const char *version,
                              char *why, size_t why_len, int *continued) {
   tr__run_priv *q = run ? run->tr__p : NULL;
-  char *base = name[0] ? tr__join(save_dir, name) : tr__strdup(save_dir), *dir = NULL, *look = NULL, id[33] = "";
+  char *base = name[0] ? tr__join(save_dir, name) : tr__strdup(save_dir), *dir = NULL, *look = NULL, id[33] = "", two[800] = "";
   const char *slash, *lost = NULL;
   tr__run_dir *rd = NULL;
   int named = version && version[0], fd = -1, e, cont = 0, made = 0;
@@ -7290,12 +7323,14 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
     const char *leaf = strrchr(q->cont_dir, '/');
     if (!(look = tr__join(base, leaf ? leaf + 1 : q->cont_dir))) { snprintf(why, why_len, "out of memory"); free(base); return NULL; }
     e = tr__dir_hold(look, &fd, &dev, &ino);
+    if (e == ENOENT && (e = tr__run_dir_find(base, q->cont_id, &look, two, sizeof two)) == 0)
+      e = tr__dir_hold(look, &fd, &dev, &ino); /* renamed: held and checked as a leaf found by its name */
     if (!e && (e = tr__run_id_read(look, id)) == 0 && !strcmp(id, q->cont_id)) {
       cont = 1;
       dir = look;
       look = NULL;
     } else {
-      lost = e == ENOENT && fd >= 0 ? "it has no run_id file: another run's directory is there" /* (the id is written first) */
+      lost = two[0] ? two : e == ENOENT && fd >= 0 ? "it has no run_id file: another run's directory is there" /* (the id is written first) */
            : e == EINVAL ? "its run_id file is not one this library wrote"
            : fd >= 0 && !e ? "it is another run's (its run_id differs from the checkpoint's)" : tr__run_lost(e);
       tr__dir_release(fd);

@@ -17,7 +17,9 @@
      - a metrics.csv there that the logger did not write is left as it is, and said
      - a run is known by its run id (issue 37, item 2): its directory's inode holding another run's records is
        not continued (a new version_N, said); the directory spelled otherwise, moved or copied is continued;
-       an old checkpoint's block (device and inode) still is */
+       an old checkpoint's block (device and inode) still is
+     - a version directory renamed to another leaf is found by its run id and continued (own loop, trainer);
+       two there with the id (a copy): neither, said; another run's renamed there: untouched */
 #define TEST_NO_FSYNC /* what it checks needs no flush to the disk (tests/test.h) */
 #include "test.h"
 
@@ -723,6 +725,105 @@ static void test_run_known_by_id(void **state) {
   }
 }
 
+/* A version directory renamed to another leaf under save_dir/name (version_0 -> baseline): its last name is
+   gone, so it is found by its run_id and continued, held as ever (a second resume meanwhile logs elsewhere).
+   Two directories there with the run's id (a copy): neither is continued, a new version, said. A renamed
+   directory of another run is left untouched. The trainer's the same. */
+static void assert_renamed_continued(const char *name, const char *ref, const char *log) {
+  char a[400], b[400];
+  if (strstr(log, "does not continue")) fail_msg("%s", log);
+  at(a, sizeof a, name, "lightning_logs/baseline/metrics.csv");
+  at(b, sizeof b, ref, "lightning_logs/version_0/metrics.csv");
+  assert_same_file(a, b, 0); /* each step once: the rows continued */
+  at(a, sizeof a, name, "lightning_logs/baseline/metrics.jsonl");
+  at(b, sizeof b, ref, "lightning_logs/version_0/metrics.jsonl");
+  assert_same_file(a, b, 1);
+  at(a, sizeof a, name, "lightning_logs");
+  assert_int_equal(entries(a), 1); /* no new version_N */
+}
+static void test_renamed_leaf_continues(void **state) {
+  char a[400], b[400], c[400], ckpt[420], cmd[1000], log[8192], *x, *y;
+  lp p, q;
+  (void)state;
+  lp_run("rn_ref", NULL, 0, NULL, NULL, 0);
+  lp_run("rn", NULL, 0, NULL, NULL, 0);
+  at(a, sizeof a, "rn", "lightning_logs/version_0");
+  at(b, sizeof b, "rn", "lightning_logs/baseline");
+  assert_int_equal(rename(a, b), 0);
+  lp_run("rn", "b4.ckpt", 0, NULL, log, sizeof log);
+  assert_null(strstr(log, "warning"));
+  assert_renamed_continued("rn", "rn_ref", log);
+  /* held by a resume of the run: a second one at once logs into a new version, said (the renamed name) */
+  lp_init(&p, "rn", 0);
+  lp_init(&q, "rn", 0);
+  snprintf(ckpt, sizeof ckpt, "%s/b4.ckpt", p.dir);
+  assert_int_equal(tr_run_start(p.reg, &p.ctx, ckpt), TR_OK);
+  assert_int_equal(tr_run_start(q.reg, &q.ctx, ckpt), TR_OK);
+  assert_null(strstr(lp_log(&p), "warning"));
+  if (!strstr(lp_log(&q), "does not continue in") || !strstr(lp_log(&q), "/baseline (where") ||
+      !strstr(lp_log(&q), "another process holds it"))
+    fail_msg("%s", lp_log(&q));
+  assert_int_equal(tr_run_finish(q.reg, &q.ctx, TR_OK), TR_OK);
+  assert_int_equal(tr_run_finish(p.reg, &p.ctx, TR_OK), TR_OK);
+  lp_free(&q);
+  lp_free(&p);
+  at(a, sizeof a, "rn", "lightning_logs/version_0");
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", a); /* (the second resume's version) */
+  assert_int_equal(system(cmd), 0);
+  /* a copy beside it: two directories hold the run's id; neither is rewritten */
+  at(a, sizeof a, "rn", "lightning_logs/baseline");
+  at(b, sizeof b, "rn", "lightning_logs/baseline_copy");
+  snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", a, b);
+  assert_int_equal(system(cmd), 0);
+  at(a, sizeof a, "rn", "lightning_logs/baseline/metrics.csv");
+  at(b, sizeof b, "rn", "lightning_logs/baseline_copy/metrics.csv");
+  x = slurp(a);
+  lp_run("rn", "b4.ckpt", 0, NULL, log, sizeof log); /* b4.ckpt's block: version_0 (its later ones: baseline) */
+  if (!strstr(log, "does not continue") || !strstr(log, "both baseline and baseline_copy")) fail_msg("%s", log);
+  y = slurp(a);
+  assert_string_equal(x, y);
+  free(y);
+  y = slurp(b);
+  assert_string_equal(x, y);
+  free(y);
+  free(x);
+  at(c, sizeof c, "rn", "lightning_logs/version_0/metrics.csv"); /* (the leaf's name was free again) */
+  assert_true(exists(c));
+  /* another run's directory renamed there, the run's own gone: left untouched, a new version */
+  lp_run("rf", NULL, 0, NULL, NULL, 0);
+  lp_run("rf_other", NULL, 0, NULL, NULL, 0);
+  at(a, sizeof a, "rf", "lightning_logs/version_0");
+  at(b, sizeof b, "rf", "away");
+  assert_int_equal(rename(a, b), 0);
+  at(a, sizeof a, "rf_other", "lightning_logs/version_0");
+  at(b, sizeof b, "rf", "lightning_logs/baseline");
+  assert_int_equal(rename(a, b), 0);
+  at(a, sizeof a, "rf", "lightning_logs/baseline/metrics.csv");
+  x = slurp(a);
+  at(b, sizeof b, "rf", "lightning_logs/baseline");
+  {
+    int n = entries(b);
+    lp_run("rf", "b4.ckpt", 0, NULL, log, sizeof log);
+    assert_int_equal(entries(b), n);
+  }
+  if (!strstr(log, "it is gone")) fail_msg("%s", log);
+  y = slurp(a);
+  assert_string_equal(x, y);
+  free(x);
+  free(y);
+  at(a, sizeof a, "rf", "lightning_logs/version_0/metrics.csv");
+  assert_true(exists(a));
+  /* the trainer: resumed from the renamed directory's checkpoint, it continues there */
+  fm_fit("rnf_ref", NULL, 0, NULL, NULL, 0);
+  fm_fit("rnf", NULL, 0, NULL, NULL, 0);
+  at(a, sizeof a, "rnf", "lightning_logs/version_0");
+  at(b, sizeof b, "rnf", "lightning_logs/baseline");
+  assert_int_equal(rename(a, b), 0);
+  at(ckpt, sizeof ckpt, "rnf", "lightning_logs/baseline/checkpoints/step=5.ckpt");
+  fm_fit("rnf", ckpt, 0, NULL, log, sizeof log);
+  assert_renamed_continued("rnf", "rnf_ref", log);
+}
+
 static void test_entered_loop_continues(void **state) {
   lp l;
   (void)state;
@@ -973,6 +1074,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_trainer_save_to_dir_missing),
     cmocka_unit_test(test_dot_dot_block_refused),
     cmocka_unit_test(test_run_known_by_id),
+    cmocka_unit_test(test_renamed_leaf_continues),
     cmocka_unit_test(test_killed_after_checkpoint),
     cmocka_unit_test(test_interrupted_resumes_raw),
   };
