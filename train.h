@@ -2456,11 +2456,6 @@ static uint64_t tr__sum_end(const tr__sum *s) {
   TR__SUM_LANE(&e) = tr__sum_word(TR__SUM_LANE(&e), e.tail); /* the last word: the rest and zeros */
   return tr__sum_word(tr__sum_word(tr__sum_word(tr__sum_word(e.h[0], e.h[1]), e.h[2]), e.h[3]), e.n);
 }
-static uint64_t tr__sum_of(const void *data, size_t n) {
-  tr__sum s = TR__SUM_START;
-  tr__sum_add(&s, data, n);
-  return tr__sum_end(&s);
-}
 
 /* ---- errors --------------------------------------------------------------------------------------- */
 
@@ -7245,8 +7240,8 @@ static const char *tr__run_lost(int e) {
        : e == 0 ? "another directory is there now than the one the run wrote" : strerror(e);
 }
 
-/* The checkpoint's version directory renamed under base (version_3 to baseline: its last name gone) is
-   known by its run id: the one directory there (no symlink: tr__dir_hold refuses those) whose run_id file
+/* The checkpoint's version directory renamed under base (version_3 to baseline: its last name gone, or
+   claimed since by a fresh run) is known by its run id: the one directory there (no symlink: tr__dir_hold refuses those) whose run_id file
    holds id replaces *look. 0; ENOENT none; EEXIST two or more (a copy, or a version a resume fell back to:
    which one is the run's is not known, so neither is continued; why said in two); ENOMEM. */
 static int tr__run_dir_find(const char *base, const char *id, char **look, char *two, size_t two_len) {
@@ -7258,8 +7253,8 @@ static int tr__run_dir_find(const char *base, const char *id, char **look, char 
     if (p && tr__run_id_read(p, got) == 0 && !strcmp(got, id) && tr__dir_hold(p, &fd, &dev, &ino) != ENOTDIR) {
       tr__dir_release(fd); /* (held again by the caller, as a leaf found by its name) */
       if (found) {
-        snprintf(two, two_len, "it is gone, and both %s and %s beside it hold its run_id (a copy?): which one is "
-                 "its own is not known (remove the other's run_id file to continue there)", names[first], names[i]);
+        snprintf(two, two_len, "both %s and %s beside it hold its run_id (a copy?): which one is its own is not "
+                 "known (remove the other's run_id file to continue there)", names[first], names[i]);
         e = EEXIST;
         free(p);
         break;
@@ -7323,16 +7318,23 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
     const char *leaf = strrchr(q->cont_dir, '/');
     if (!(look = tr__join(base, leaf ? leaf + 1 : q->cont_dir))) { snprintf(why, why_len, "out of memory"); free(base); return NULL; }
     e = tr__dir_hold(look, &fd, &dev, &ino);
-    if (e == ENOENT && (e = tr__run_dir_find(base, q->cont_id, &look, two, sizeof two)) == 0)
-      e = tr__dir_hold(look, &fd, &dev, &ino); /* renamed: held and checked as a leaf found by its name */
-    if (!e && (e = tr__run_id_read(look, id)) == 0 && !strcmp(id, q->cont_id)) {
+    if (!e && (e = tr__run_id_read(look, id)) == 0 && strcmp(id, q->cont_id)) e = EXDEV; /* another run's */
+    if ((e == ENOENT || e == EINVAL || e == EXDEV) && tr__run_dir_find(base, q->cont_id, &look, two, sizeof two) == 0) {
+      /* its name gone, or another run's now (a fresh run claims a freed version_N): renamed, found by its run
+         id, then held and checked as a leaf found by its name */
+      tr__dir_release(fd);
+      fd = -1;
+      e = tr__dir_hold(look, &fd, &dev, &ino);
+      if (!e && (e = tr__run_id_read(look, id)) == 0 && strcmp(id, q->cont_id)) e = EXDEV;
+    }
+    if (!e) {
       cont = 1;
       dir = look;
       look = NULL;
     } else {
       lost = two[0] ? two : e == ENOENT && fd >= 0 ? "it has no run_id file: another run's directory is there" /* (the id is written first) */
            : e == EINVAL ? "its run_id file is not one this library wrote"
-           : fd >= 0 && !e ? "it is another run's (its run_id differs from the checkpoint's)" : tr__run_lost(e);
+           : e == EXDEV ? "it is another run's (its run_id differs from the checkpoint's)" : tr__run_lost(e);
       tr__dir_release(fd);
       fd = -1;
     }

@@ -753,6 +753,28 @@ static void test_renamed_leaf_continues(void **state) {
   lp_run("rn", "b4.ckpt", 0, NULL, log, sizeof log);
   assert_null(strstr(log, "warning"));
   assert_renamed_continued("rn", "rn_ref", log);
+  /* its freed name claimed by a fresh run (version_0 again): the renamed one is still found by its run id */
+  lp_run("rt", NULL, 0, NULL, NULL, 0);
+  at(a, sizeof a, "rt", "lightning_logs/version_0");
+  at(b, sizeof b, "rt", "lightning_logs/baseline");
+  assert_int_equal(rename(a, b), 0);
+  at(a, sizeof a, "rt", "b4.ckpt");
+  at(b, sizeof b, "rt", "own.ckpt"); /* (the fresh run writes b4.ckpt again) */
+  assert_int_equal(rename(a, b), 0);
+  lp_run("rt", NULL, 0, NULL, NULL, 0);
+  at(c, sizeof c, "rt", "lightning_logs/version_0/metrics.csv");
+  x = slurp(c);
+  lp_run("rt", "own.ckpt", 0, NULL, log, sizeof log);
+  if (strstr(log, "does not continue")) fail_msg("%s", log);
+  at(a, sizeof a, "rt", "lightning_logs/baseline/metrics.csv");
+  at(b, sizeof b, "rn_ref", "lightning_logs/version_0/metrics.csv");
+  assert_same_file(a, b, 0);
+  y = slurp(c); /* the fresh run's own, untouched */
+  assert_string_equal(x, y);
+  free(x);
+  free(y);
+  at(a, sizeof a, "rt", "lightning_logs");
+  assert_int_equal(entries(a), 2);
   /* held by a resume of the run: a second one at once logs into a new version, said (the renamed name) */
   lp_init(&p, "rn", 0);
   lp_init(&q, "rn", 0);

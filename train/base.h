@@ -441,11 +441,6 @@ static uint64_t tr__sum_end(const tr__sum *s) {
   TR__SUM_LANE(&e) = tr__sum_word(TR__SUM_LANE(&e), e.tail); /* the last word: the rest and zeros */
   return tr__sum_word(tr__sum_word(tr__sum_word(tr__sum_word(e.h[0], e.h[1]), e.h[2]), e.h[3]), e.n);
 }
-static uint64_t tr__sum_of(const void *data, size_t n) {
-  tr__sum s = TR__SUM_START;
-  tr__sum_add(&s, data, n);
-  return tr__sum_end(&s);
-}
 
 /* ---- errors --------------------------------------------------------------------------------------- */
 
