@@ -729,6 +729,13 @@ static void test_run_known_by_id(void **state) {
    gone, so it is found by its run_id and continued, held as ever (a second resume meanwhile logs elsewhere).
    Two directories there with the run's id (a copy): neither is continued, a new version, said. A renamed
    directory of another run is left untouched. The trainer's the same. */
+/* Renames save_dir/na/a to save_dir/nb/b. */
+static void move(const char *na, const char *a, const char *nb, const char *b) {
+  char from[400], to[400];
+  at(from, sizeof from, na, a);
+  at(to, sizeof to, nb, b);
+  assert_int_equal(rename(from, to), 0);
+}
 static void assert_renamed_continued(const char *name, const char *ref, const char *log) {
   char a[400], b[400];
   if (strstr(log, "does not continue")) fail_msg("%s", log);
@@ -747,20 +754,14 @@ static void test_renamed_leaf_continues(void **state) {
   (void)state;
   lp_run("rn_ref", NULL, 0, NULL, NULL, 0);
   lp_run("rn", NULL, 0, NULL, NULL, 0);
-  at(a, sizeof a, "rn", "lightning_logs/version_0");
-  at(b, sizeof b, "rn", "lightning_logs/baseline");
-  assert_int_equal(rename(a, b), 0);
+  move("rn", "lightning_logs/version_0", "rn", "lightning_logs/baseline");
   lp_run("rn", "b4.ckpt", 0, NULL, log, sizeof log);
   assert_null(strstr(log, "warning"));
   assert_renamed_continued("rn", "rn_ref", log);
   /* its freed name claimed by a fresh run (version_0 again): the renamed one is still found by its run id */
   lp_run("rt", NULL, 0, NULL, NULL, 0);
-  at(a, sizeof a, "rt", "lightning_logs/version_0");
-  at(b, sizeof b, "rt", "lightning_logs/baseline");
-  assert_int_equal(rename(a, b), 0);
-  at(a, sizeof a, "rt", "b4.ckpt");
-  at(b, sizeof b, "rt", "own.ckpt"); /* (the fresh run writes b4.ckpt again) */
-  assert_int_equal(rename(a, b), 0);
+  move("rt", "lightning_logs/version_0", "rt", "lightning_logs/baseline");
+  move("rt", "b4.ckpt", "rt", "own.ckpt"); /* (the fresh run writes b4.ckpt again) */
   lp_run("rt", NULL, 0, NULL, NULL, 0);
   at(c, sizeof c, "rt", "lightning_logs/version_0/metrics.csv");
   x = slurp(c);
@@ -814,12 +815,8 @@ static void test_renamed_leaf_continues(void **state) {
   /* another run's directory renamed there, the run's own gone: left untouched, a new version */
   lp_run("rf", NULL, 0, NULL, NULL, 0);
   lp_run("rf_other", NULL, 0, NULL, NULL, 0);
-  at(a, sizeof a, "rf", "lightning_logs/version_0");
-  at(b, sizeof b, "rf", "away");
-  assert_int_equal(rename(a, b), 0);
-  at(a, sizeof a, "rf_other", "lightning_logs/version_0");
-  at(b, sizeof b, "rf", "lightning_logs/baseline");
-  assert_int_equal(rename(a, b), 0);
+  move("rf", "lightning_logs/version_0", "rf", "away");
+  move("rf_other", "lightning_logs/version_0", "rf", "lightning_logs/baseline");
   at(a, sizeof a, "rf", "lightning_logs/baseline/metrics.csv");
   x = slurp(a);
   at(b, sizeof b, "rf", "lightning_logs/baseline");
@@ -838,9 +835,7 @@ static void test_renamed_leaf_continues(void **state) {
   /* the trainer: resumed from the renamed directory's checkpoint, it continues there */
   fm_fit("rnf_ref", NULL, 0, NULL, NULL, 0);
   fm_fit("rnf", NULL, 0, NULL, NULL, 0);
-  at(a, sizeof a, "rnf", "lightning_logs/version_0");
-  at(b, sizeof b, "rnf", "lightning_logs/baseline");
-  assert_int_equal(rename(a, b), 0);
+  move("rnf", "lightning_logs/version_0", "rnf", "lightning_logs/baseline");
   at(ckpt, sizeof ckpt, "rnf", "lightning_logs/baseline/checkpoints/step=5.ckpt");
   fm_fit("rnf", ckpt, 0, NULL, log, sizeof log);
   assert_renamed_continued("rnf", "rnf_ref", log);
