@@ -298,17 +298,8 @@ static void test_load_rolls_back_on_hook_failure(void **state) {
   fixture_free(f);
 }
 
-/* Checksums recomputed after an edit, so that only the range check can catch it: as format `version` has
-   them (the header's version is left as it is). */
-static void fix_checksums_as(unsigned char *buf, size_t len, uint32_t version) {
-  size_t pos = 16;
-  while (pos + 12 <= len) {
-    uint64_t size = tr__get(buf + pos + 4, 8), h = tr__section_sum(version, buf + pos, buf + pos + 12, (size_t)size);
-    tr__le(buf + pos + 12 + (size_t)size, h, 8);
-    pos += 12 + (size_t)size + 8;
-  }
-}
-static void fix_checksums(unsigned char *buf, size_t len) { fix_checksums_as(buf, len, (uint32_t)tr__get(buf + 8, 4)); }
+/* Checksums recomputed after an edit, so that only the range check can catch it. */
+static void fix_checksums(unsigned char *buf, size_t len) { ckpt_checksums_as(buf, len, (uint32_t)tr__get(buf + 8, 4)); }
 static size_t loop_at(const unsigned char *buf) { /* the LOOP payload: after the header and META */
   size_t meta = 16 + 12 + (size_t)tr__get(buf + 16 + 4, 8) + 8;
   return meta + 12;
