@@ -102,12 +102,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(buf, data, size);
   if (size % 2 == 0) { /* recompute the checksums of every section that fits */
     size_t pos = 16;
+    uint32_t version = size >= 12 ? (uint32_t)get(buf + 8, 4) : 0; /* (the file's own format's checksums) */
     while (size >= 20 && pos <= size - 20) {
-      uint64_t n = get(buf + pos + 4, 8), h = 0xcbf29ce484222325ull;
-      size_t i;
+      uint64_t n = get(buf + pos + 4, 8), h;
       if (n > size - pos - 20) break;
-      for (i = 0; i < 12 + n; i++) { h ^= buf[pos + i]; h *= 0x100000001b3ull; }
-      for (i = 0; i < 8; i++) buf[pos + 12 + n + i] = (unsigned char)(h >> (8 * i));
+      h = tr__section_sum(version, buf + pos, buf + pos + 12, (size_t)n);
+      tr__le(buf + pos + 12 + n, h, 8);
       pos += 20 + (size_t)n;
     }
   }
