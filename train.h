@@ -5390,6 +5390,52 @@ TR__SHARED void tr__run_rule_drop(tr_run *run, const tr__pg_rule *r) {
     if (q->rules[i] != r) q->rules[k++] = q->rules[i];
   q->n_rules = k;
 }
+/* The tensor called name: its settings from the rules in order, a later rule winning for the fields it gives. */
+static void tr__group_resolve(const tr__run_priv *q, const char *name, tr__tgroup *g) {
+  int k;
+  memset(g, 0, sizeof *g);
+  g->lr_mult = g->scale = 1;
+  for (k = 0; k < q->n_rules; k++) {
+    const tr__pg_rule *r = q->rules[k];
+    if (!tr_name_match(r->match, name)) continue;
+    if (tr__given_d(r->lr_mult)) g->lr_mult = r->lr_mult;
+    if (tr__given_d(r->weight_decay)) g->wd = r->weight_decay, g->has_wd = 1;
+    if (r->frozen) g->frozen = r->frozen == TR_YES;
+  }
+}
+/* The first rule that names none of the n tensors in v (-1: none such). */
+static int tr__group_unmatched(const tr__run_priv *q, const hk_tensor *v, int n) {
+  int i, k;
+  for (k = 0; k < q->n_rules; k++) {
+    for (i = 0; i < n && !tr_name_match(q->rules[k]->match, v[i].name); i++) {}
+    if (i == n) return k;
+  }
+  return -1;
+}
+/* What the groups give the tensors in v, before the run resolves them: a hash of each tensor's lr
+   multiplier, weight decay and frozen flag, and of whether a rule names none (that start is refused);
+   0 with no rule. Ranks compare it (TRAIN_MPI): the same groups spelt differently hash the same. */
+TR__SHARED uint64_t tr__run_groups_print(const tr_run *run, const hk_tensor *v, int n) {
+  const tr__run_priv *q = run ? run->tr__p : NULL;
+  uint64_t h = TR__FNV_START;
+  int i, bad;
+  if (!q || !q->n_rules || !v || n <= 0) return 0;
+  for (i = 0; i < n; i++) {
+    tr__tgroup g;
+    double x[2];
+    int32_t f[2];
+    tr__group_resolve(q, v[i].name, &g);
+    x[0] = g.lr_mult + 0.0; /* (TR_ZERO_F's -0 is 0) */
+    x[1] = g.has_wd ? g.wd + 0.0 : -1.0; /* -1: the optimizer's */
+    f[0] = g.frozen;
+    f[1] = 0;
+    h = tr__fnv(h, (const unsigned char *)x, sizeof x);
+    h = tr__fnv(h, (const unsigned char *)f, sizeof f);
+  }
+  bad = tr__group_unmatched(q, v, n) >= 0;
+  h = tr__fnv(h, (const unsigned char *)&bad, sizeof bad);
+  return h ? h : 1;
+}
 /* At the run's start, before anything fires: every tensor's settings from the rules in order. A rule that
    matches no tensor refuses the start (a misspelt name would silently change nothing). */
 static tr_err tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx, const char *fn) {
@@ -5401,27 +5447,16 @@ static tr_err tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx,
   if (!q->n_rules || n <= 0) return TR_OK;
   if (!(q->tg = (tr__tgroup *)calloc((size_t)n, sizeof *q->tg))) return tr__run_refuse(reg, TR_ERR_NOMEM, "%s: out of memory", fn);
   q->n_tg = n;
-  for (i = 0; i < n; i++) q->tg[i].lr_mult = q->tg[i].scale = 1;
-  for (k = 0; k < q->n_rules; k++) {
+  for (i = 0; i < n; i++) tr__group_resolve(q, ctx->params[i].name, &q->tg[i]);
+  if ((k = tr__group_unmatched(q, ctx->params, n)) >= 0) {
     const tr__pg_rule *r = q->rules[k];
-    int hits = 0;
-    for (i = 0; i < n; i++) {
-      tr__tgroup *g = &q->tg[i];
-      if (!tr_name_match(r->match, ctx->params[i].name)) continue;
-      hits++;
-      if (tr__given_d(r->lr_mult)) g->lr_mult = r->lr_mult;
-      if (tr__given_d(r->weight_decay)) g->wd = r->weight_decay, g->has_wd = 1;
-      if (r->frozen) g->frozen = r->frozen == TR_YES;
-    }
-    if (!hits) {
-      free(q->tg);
-      q->tg = NULL;
-      q->n_tg = 0;
-      return tr__run_refuse(reg, TR_ERR_INVALID, "%s%s%s: match=%s names none of the %d tensors (the first is '%s'): patterns "
-                            "are whole names, '|' between alternatives, '*' any characters, '?' one", fn, fn[0] ? ": " : "",
-                            r->who, r->match, n,
-                            ctx->params[0].name ? ctx->params[0].name : "?");
-    }
+    free(q->tg);
+    q->tg = NULL;
+    q->n_tg = 0;
+    return tr__run_refuse(reg, TR_ERR_INVALID, "%s%s%s: match=%s names none of the %d tensors (the first is '%s'): patterns "
+                          "are whole names, '|' between alternatives, '*' any characters, '?' one", fn, fn[0] ? ": " : "",
+                          r->who, r->match, n,
+                          ctx->params[0].name ? ctx->params[0].name : "?");
   }
   return TR_OK;
 }
@@ -18595,9 +18630,11 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   return TR_OK;
 }
 
-/* What decides a fit's length and its collectives, the same on every rank (as resolved by tr__resolve). */
+/* What decides a fit's length and its collectives, the same on every rank (as resolved by tr__resolve),
+   and its updates: the parameter groups (registered before the run, resolved at its start), which ranks
+   that differ would train apart with, silently. */
 static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) {
-  tr__fact f[16];
+  tr__fact f[17];
   double clip = 0;
   int n = 0;
   if (!t->tr__dist) return failed;
@@ -18621,8 +18658,11 @@ static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err faile
   memcpy(&f[n].v, &clip, sizeof clip);
   n++;
   TR__F("save_to", 'b', !failed && c->save_to != NULL);
+  TR__F("the parameter groups (param_group, finetuning: each tensor's lr_mult, weight_decay and frozen; fingerprint, 0: none)",
+        'x', tr__run_groups_print(t->run, t->ctx.params, t->ctx.n_tensors));
 #undef TR__F
-  return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n, "what decides the run's length (tr_config)");
+  return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n,
+                         "what decides the run's length and its updates (tr_config, parameter groups)");
 }
 
 static tr_err tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed) {

@@ -9,6 +9,8 @@
                           [zero=1]     tr_desc.zero (ZeRO-1): checks that the rank keeps exactly its shard
                           [grads=1]    FILE gets the last step's gradients after the parameters
                           [clip=C] [hidden=H] [async=1]   clipping by norm C, hidden width H, tr_desc.async_save
+                          [groups=1|2] parameter groups (GROUPS1, GROUPS2): lr multipliers, a weight decay, a tensor
+                                       frozen (b2, or w2: across zero's shard boundary), checked unchanged
        trains the spirals MLP (AdamW or SGD-momentum, clipping by norm 1, validation every epoch), checks
        that the parameters are bit-identical on every rank, and writes rank 0's parameters to FILE
      test_mpi_plain diff A B TOL   max |a-b| of two parameter files; fails above TOL; prints it
@@ -202,7 +204,16 @@ static hk_signal write_exc(hk_ctx *ctx, void *u) {
   return HK_CONTINUE;
 }
 
+/* groups=1: w1 and b1 at half the learning rate with their own weight decay, w2 at twice it, b2 frozen (the model's
+   last 3 floats: zero's partial last block). groups=2: w2 frozen (floats 48-95 at hidden=16: 2 ranks' shards split it),
+   the biases at 3 times the learning rate. */
+#define GROUPS1 "param_group(match=w1|b1, lr_mult=0.5, weight_decay=0.05); param_group(match=w2, lr_mult=2); " \
+                "param_group(match=b2, frozen=true)"
+#define GROUPS2 "param_group(match=w2, frozen=true); param_group(match=b?, lr_mult=3)"
+
 static int mode_fit(void) {
+  float *frozen = NULL; /* groups=1: b2 as it was */
+  size_t fz_at = 0, fz_n = 0;
   run r;
   const char *out = arg("out", NULL), *resume = arg("resume", NULL), *ckpt = arg("ckpt", NULL);
   int batch = iarg("batch", 16), ref = iarg("ref", 0), global = iarg("global", 0);
@@ -239,6 +250,14 @@ static int mode_fit(void) {
       CHECK(hk_spec_apply(r.t.reg, "lr_finder(num_training_steps=20, min_lr=1e-4, max_lr=1, verbose=false)") == HK_OK,
             "%s", hk_last_error(r.t.reg));
   }
+  if (iarg("groups", 0)) {
+    int two = iarg("groups", 0) == 2;
+    CHECK(hk_spec_apply(r.t.reg, two ? GROUPS2 : GROUPS1) == HK_OK, "%s", hk_last_error(r.t.reg));
+    fz_at = r.net.tensors[two ? MLP_W2 : MLP_B2].offset;
+    fz_n = r.net.tensors[two ? MLP_W2 : MLP_B2].count;
+    CHECK((frozen = (float *)malloc(fz_n * sizeof(float))) != NULL, "memory");
+    memcpy(frozen, r.net.params + fz_at, fz_n * sizeof(float));
+  }
   pace_ms = iarg("pace", 0);
   pids_dir = arg("pids", NULL);
   if (pace_ms || pids_dir) CHECK(hk_on(r.t.reg, HK_ON_TRAIN_BATCH_END, pace, NULL, NULL, NULL) == HK_OK, "hook");
@@ -254,6 +273,11 @@ static int mode_fit(void) {
   if (request_at >= 0) CHECK(saved_seen == 1, "on_checkpoint_saved ran %d times on this rank", saved_seen);
   same_everywhere(hash(r.net.params, r.net.num_params * sizeof(float)), "the parameters");
   same_everywhere((uint64_t)r.t.global_step, "global_step");
+  if (frozen) { /* the frozen tensor as it was, the others trained */
+    CHECK(r.t.global_step > 0 && !memcmp(frozen, r.net.params + fz_at, fz_n * sizeof(float)), "the frozen tensor changed in %lld steps",
+          (long long)r.t.global_step);
+    free(frozen);
+  }
   if (iarg("zero", 0)) { /* this rank keeps the state of its shard only: [r * P, (r + 1) * P) of whole blocks of 16 */
     size_t n = r.net.num_params, per = ((n + 15) / 16 + (size_t)world_ - 1) / (size_t)world_ * 16;
     size_t lo = (size_t)rank_ * per < n ? (size_t)rank_ * per : n, len = n - lo < per ? n - lo : per;
@@ -500,7 +524,10 @@ static int mode_scenario(const char *mode) {
      outofstep  rank 1's hook changes the accumulation from epoch 1     tr_fit: TR_ERR_COMM (out of step)
      calls      rank 0 calls tr_validate, the others tr_test            TR_ERR_INVALID
      exit       rank 1 returns before tr_fit (mpi_timeout=2)            rank 0's tr_fit: TR_ERR_COMM in ~2 s
-     exitinit   rank 1 returns before tr_init (mpi_timeout=2)           rank 0's tr_init: TR_ERR_COMM in ~2 s */
+     exitinit   rank 1 returns before tr_init (mpi_timeout=2)           rank 0's tr_init: TR_ERR_COMM in ~2 s
+     groups     rank 1's param_group gives w1|b1 another lr_mult        tr_fit: TR_ERR_INVALID (the parameter groups)
+     groupsnone rank 1 alone has a param_group that names no tensor     tr_fit: TR_ERR_INVALID (the parameter groups)
+     groupsequal  the same groups, spelt differently on rank 1          tr_fit: TR_OK */
 static hk_signal change_accum(hk_ctx *ctx, void *u) {
   (void)u;
   if (ctx->rank == 1 && ctx->epoch == 1) tr_set_accumulation((tr_trainer *)ctx->trainer, 2);
@@ -600,6 +627,13 @@ static int mode_mismatch(void) {
     CHECK(tr_save(&r.t, "files_b.ckpt") == TR_OK, "%s", tr_error(&r.t));
     c.resume_from = odd ? "files_b.ckpt" : "files_a.ckpt";
   }
+  if (!strncmp(what, "groups", 6)) { /* (groupsnone used to leave the other ranks waiting: rank 1's run refused to start) */
+    const char *spec = "param_group(match=w1|b1, lr_mult=0.5)";
+    if (!strcmp(what, "groups") && odd) spec = "param_group(match=w1|b1, lr_mult=0.25)";
+    if (!strcmp(what, "groupsequal") && odd) spec = "param_group(match=b1|w1, lr_mult=0.5); param_group(match=w1, lr_mult=0.5)";
+    if (!strcmp(what, "groupsnone")) spec = odd ? "param_group(match=nothere, frozen=true)" : NULL;
+    if (spec) CHECK(hk_spec_apply(r.t.reg, spec) == HK_OK, "%s", hk_last_error(r.t.reg));
+  }
   if (!strcmp(what, "exit") && odd) goto done; /* returns without tr_fit: main calls MPI_Finalize */
   if (!strcmp(what, "calls")) e = rank_ == 0 ? tr_validate(&r.t, &r.vd, 0, NULL) : tr_test(&r.t, &r.vd, 0, NULL);
   else e = tr_fit(&r.t, &c);
@@ -616,9 +650,18 @@ static int mode_mismatch(void) {
   same_everywhere((uint64_t)e, "the result");
   if (strcmp(what, "resume")) same_everywhere((uint64_t)r.t.global_step, "global_step"); /* (resume: the rank's own) */
   if (!strcmp(what, "epochs")) {
-    expect(&r.t, e, TR_ERR_INVALID, "tr_fit: the ranks differ in what decides the run's length (tr_config): max_epochs (rank 0: 3, rank 1: 1");
+    expect(&r.t, e, TR_ERR_INVALID, "tr_fit: the ranks differ in what decides the run's length and its updates (tr_config, "
+           "parameter groups): max_epochs (rank 0: 3, rank 1: 1");
     CHECK(r.t.global_step == 0 && exceptions == 0, "refused before anything ran");
   }
+  if (!strcmp(what, "groups") || !strcmp(what, "groupsnone")) {
+    expect(&r.t, e, TR_ERR_INVALID, "tr_fit: the ranks differ in what decides the run's length and its updates (tr_config, "
+           "parameter groups): the parameter groups (");
+    expect(&r.t, e, TR_ERR_INVALID, "fingerprint, 0: none) (rank 0: ");
+    CHECK(!strstr(tr_error(&r.t), "max_epochs"), "only what differs is named: %s", tr_error(&r.t));
+    CHECK(r.t.global_step == 0 && exceptions == 0, "refused before anything ran");
+  }
+  if (!strcmp(what, "groupsequal")) CHECK(e == TR_OK && r.t.global_step > 0, "the same groups: %s", tr_error(&r.t));
   if (!strcmp(what, "fitfail")) expect(&r.t, e, TR_ERR_INVALID, odd ? "tr_fit: max_*" : "rank 1: tr_fit: max_*");
   if (!strcmp(what, "val")) expect(&r.t, e, TR_ERR_INVALID, "val (rank 0: set, rank 1: not set");
   if (!strcmp(what, "resume")) {

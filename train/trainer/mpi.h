@@ -467,9 +467,11 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   return TR_OK;
 }
 
-/* What decides a fit's length and its collectives, the same on every rank (as resolved by tr__resolve). */
+/* What decides a fit's length and its collectives, the same on every rank (as resolved by tr__resolve),
+   and its updates: the parameter groups (registered before the run, resolved at its start), which ranks
+   that differ would train apart with, silently. */
 static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) {
-  tr__fact f[16];
+  tr__fact f[17];
   double clip = 0;
   int n = 0;
   if (!t->tr__dist) return failed;
@@ -493,8 +495,11 @@ static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err faile
   memcpy(&f[n].v, &clip, sizeof clip);
   n++;
   TR__F("save_to", 'b', !failed && c->save_to != NULL);
+  TR__F("the parameter groups (param_group, finetuning: each tensor's lr_mult, weight_decay and frozen; fingerprint, 0: none)",
+        'x', tr__run_groups_print(t->run, t->ctx.params, t->ctx.n_tensors));
 #undef TR__F
-  return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n, "what decides the run's length (tr_config)");
+  return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n,
+                         "what decides the run's length and its updates (tr_config, parameter groups)");
 }
 
 static tr_err tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed) {
