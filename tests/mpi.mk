@@ -18,7 +18,11 @@
 #                           on_exception_checkpoint or a hook's tr_save on one rank only: one error everywhere
 #                           (oecone, oeczero, saveone); a learning rate changed on one rank (tr_lr_scale,
 #                           lr_finder) agreed, bit-identical to every rank changing it; changed differently:
-#                           one error (lrdiffer); the example
+#                           one error (lrdiffer); prediction_writer (test_mpi pw): rank 0 alone writes, or with
+#                           {rank} every rank its own files (csv, jsonl, safetensors; checked to hold that
+#                           rank's predictions, nothing else in the directory), the run directory's on every
+#                           rank, a later process (resume) takes each rank's files back, someone else's file at
+#                           one rank's path fails every rank before any batch; the example
 #   make test-mpi-nccl      TRAIN_MPI + TRAIN_CUDA (NCCL for device gradients): nvcc build, link, run (see below)
 #   make test-mpi-cores     more ranks than cores (--oversubscribe): one warning naming mpi_yield_when_idle
 #   make test-mpi-compile   TRAIN_MPI in the implementation TU (C99 with mpicc, also with -Wc++-compat;
@@ -53,7 +57,7 @@ $(MPI_DIR)/train_mpi: examples/train_mpi.c hooks.h train.h examples/mlp.h | $(MP
 	$(MPICC) $(ALL_CFLAGS) -o $@ examples/train_mpi.c $(LDLIBS)
 
 test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
-	@set -e; cd $(MPI_DIR); rm -f *.bin *.ckpt*; \
+	@set -e; cd $(MPI_DIR); rm -f *.bin *.ckpt*; rm -rf pw[0-9] pwlogs pwck; \
 	for w in 2 3; do for v in "epochs=3" "accum=3 sgd=1" "accum=4 sgd=1" "accum=4 sgd=1 mean=1"; do \
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi fit out=w$$w.bin $$v > fit.out; \
 	  ./test_mpi_plain fit out=ref$$w.bin ref=$$w $$v > ref.out; \
@@ -101,6 +105,18 @@ test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 	cmp -s straight.bin auto.bin && grep -q "resume auto: resuming mid.ckpt (global step 13" fit.out || \
 	  { cat fit.out; echo "test-mpi: resume=auto on 2 ranks did not resume mid.ckpt exactly"; exit 1; }; \
 	echo "test-mpi: resume=auto on every rank: the same file (save_to, step 13), exact"; \
+	for v in "2 fmt=csv dir=pw1" "2 fmt=jsonl interval=epoch dir=pw2 name=p-{rank}" "2 fmt=csv dir=pw3 name=p-{rank}" \
+	    "2 fmt=safetensors interval=batch_and_epoch dir=pw4 name=p-{rank}" "3 fmt=safetensors dir=pw5 name=p-{rank}" \
+	    "2 fmt=csv dir=pw6 name=p-{rank} foreign=1" "2 fmt=safetensors dir=pw7 name=p-{rank} foreign=0" \
+	    "2 fmt=csv logs=1 name=p-{rank}" "2 fmt=csv logs=1 resume=1 name=p-{rank}"; do set -- $$v; w=$$1; shift; \
+	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi pw "$$@" > scen.out 2>&1 \
+	    || { cat scen.out; echo "test-mpi: prediction_writer on $$w ranks ($$*) failed"; exit 1; }; \
+	  grep "^pw: " scen.out; \
+	  case "$$*" in *"{rank}"*) ;; *) [ "$$(grep -c 'processes: rank 0 writes its share of the batches only' scen.out)" = 1 ] \
+	    || { cat scen.out; echo "test-mpi: prediction_writer without {rank}: rank 0 did not say once that it writes its share only"; exit 1; };; esac; done; \
+	echo "test-mpi: prediction_writer: rank 0 alone writes (said once), or with {rank} every rank its own files, each holding that rank's \
+	predictions; in the run directory on every rank; a later process takes its files back on every rank; a file of someone else's \
+	at one rank's path fails every rank before any batch, nothing written"; \
 	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./train_mpi | tail -n 1
 	@echo "test-mpi: all passed"
 

@@ -792,6 +792,29 @@ static void tr__dist_paths(tr_trainer *t) {
   t->ctx.checkpoint_default = head[1];
 }
 
+/* The run's directory and id are rank 0's: its loggers open the directory (at setup) and write its run_id,
+   and the other ranks' batteries that default to a path under it (model_checkpoint's and
+   on_exception_checkpoint's checkpoints/, prediction_writer's predictions/ with {rank} in its filename, and
+   the record by which a later process takes its files back) must name the same one. Sent at each run's
+   start, after setup; a rank that has a directory of its own keeps it. */
+static void tr__dist_run_dir(tr_trainer *t) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  tr__run_priv *q = t->run ? t->run->tr__p : NULL;
+  struct { char dir[TR__DIST_PATH], id[sizeof q->id]; } x;
+  int rc;
+  if (!d || !q || d->broken || d->dead || t->tr__err) return; /* (an error here is every rank's: agreed just before) */
+  memset(&x, 0, sizeof x);
+  if (d->rank == 0) {
+    if (q->dir && strlen(q->dir) < sizeof x.dir) memcpy(x.dir, q->dir, strlen(q->dir)); /* (longer: none sent) */
+    memcpy(x.id, q->id, sizeof x.id);
+  }
+  if ((rc = MPI_Bcast(&x, (int)sizeof x, MPI_BYTE, 0, d->comm)) != MPI_SUCCESS) { tr__dist_fail(t, rc, "MPI_Bcast (the run directory)"); return; }
+  if (d->rank == 0) return;
+  x.dir[sizeof x.dir - 1] = x.id[sizeof x.id - 1] = 0;
+  if (x.dir[0]) tr__run_note_dir(t->run, x.dir);
+  if (x.id[0] && !q->id[0]) memcpy(q->id, x.id, sizeof q->id);
+}
+
 static void tr__dist_save_file(tr_trainer *t, const char *path, tr__write_fn write) {
   tr__dist *d = (tr__dist *)t->tr__dist;
   if (d && t->tr__zero) { /* the state is sharded: rank 0 writes what every rank sends it */
@@ -825,6 +848,7 @@ static int     tr__dist_empty(const tr_trainer *t, int64_t n) { (void)t; return 
 static void    tr__dist_grads(tr_trainer *t) { (void)t; }
 static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) { (void)t; (void)sum; (void)counted; }
 static void    tr__dist_paths(tr_trainer *t) { (void)t; }
+static void    tr__dist_run_dir(tr_trainer *t) { (void)t; }
 static void    tr__dist_save_file(tr_trainer *t, const char *path, tr__write_fn write) { if (!t->tr__err) write(t, path); }
 static void    tr__dist_params(tr_trainer *t) { (void)t; }
 static void    tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u) { (void)trainer; (void)put; (void)u; }
