@@ -645,6 +645,15 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg);
 /* The version directory every logger of reg writes into (claimed and made now if none has); NULL and
    hk_last_error(reg) when it cannot be made. */
 TRAIN_API const char *tr_run_dir(hk_registry *reg);
+/* Several processes: loggers open the run directory on rank 0 alone, and its run id (in the directory and
+   every checkpoint) comes with it. tr_run_dir_id: this process's directory (NULL: none yet; nothing is made)
+   and id ("" none yet). tr_run_dir_adopt: the other ranks take rank 0's, so that what defaults to a path under
+   it (model_checkpoint's and on_exception_checkpoint's checkpoints/, prediction_writer's predictions/ with
+   {rank}) and a later process's claim to its files (prediction_writer's record) are the same on every rank;
+   a directory or an id this process has already stays. A loop on several processes sends rank 0's at each
+   run's start, after setup (train.h's MPI strategy does). */
+TRAIN_API const char *tr_run_dir_id(hk_registry *reg, const char **id);
+TRAIN_API tr_err tr_run_dir_adopt(hk_registry *reg, const char *dir, const char *id);
 /* What this process waits for now, for the watchdog's report: tr_run_waiting("MPI_Allreduce (gradients)")
    before a collective, tr_run_waiting(NULL) after (a store each). what must outlive the wait. */
 TRAIN_API void tr_run_waiting(const char *what);
@@ -773,6 +782,11 @@ typedef struct tr_tensor_opt {
 } tr_tensor_opt;
 /* 1 when some tensor's settings may differ from the run's. */
 TRAIN_API int tr_run_grouped(hk_registry *reg);
+/* Before the run's start: a hash of what the registered groups give the n tensors of v (each one's lr
+   multiplier, weight decay, frozen; and whether a group names none, which refuses the start); 0 with none.
+   Processes compare it before they train together (train.h's MPI strategy): the same groups spelt
+   differently hash the same. */
+TRAIN_API uint64_t tr_run_groups_hash(hk_registry *reg, const hk_tensor *v, int n);
 /* Tensor i's settings for the update with lr (ctx->lr) at step (AdamW's t); without groups or out of
    range: { lr, the run's weight decay, 0, step }. */
 TRAIN_API tr_tensor_opt tr_run_tensor_opt(hk_registry *reg, int i, double lr, int64_t step);
@@ -5412,10 +5426,8 @@ static int tr__group_unmatched(const tr__run_priv *q, const hk_tensor *v, int n)
   }
   return -1;
 }
-/* What the groups give the tensors in v, before the run resolves them: a hash of each tensor's lr
-   multiplier, weight decay and frozen flag, and of whether a rule names none (that start is refused);
-   0 with no rule. Ranks compare it (TRAIN_MPI): the same groups spelt differently hash the same. */
-TR__SHARED uint64_t tr__run_groups_print(const tr_run *run, const hk_tensor *v, int n) {
+TRAIN_API uint64_t tr_run_groups_hash(hk_registry *reg, const hk_tensor *v, int n) {
+  const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
   const tr__run_priv *q = run ? run->tr__p : NULL;
   uint64_t h = TR__FNV_START;
   int i, bad;
@@ -7383,6 +7395,21 @@ TR__SHARED void tr__run_note_dir(tr_run *run, const char *dir) {
   if (run && !run->tr__p->dir && dir) run->tr__p->dir = tr__strdup(dir); /* out of memory: ./checkpoints */
 }
 
+TRAIN_API const char *tr_run_dir_id(hk_registry *reg, const char **id) {
+  const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
+  if (id) *id = run ? run->tr__p->id : "";
+  return run ? run->tr__p->dir : NULL;
+}
+TRAIN_API tr_err tr_run_dir_adopt(hk_registry *reg, const char *dir, const char *id) {
+  tr_run *run = tr_run_get(reg);
+  if (!run) return TR_ERR_NOMEM;
+  if (id && id[0] && !run->tr__p->id[0]) {
+    if (!tr__run_id_ok(id)) return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_dir_adopt: '%s' is not a run id (32 lowercase hex digits)", id);
+    memcpy(run->tr__p->id, id, sizeof run->tr__p->id);
+  }
+  if (dir && dir[0] && !run->tr__p->dir && !(run->tr__p->dir = tr__strdup(dir))) return TR_ERR_NOMEM;
+  return TR_OK;
+}
 TRAIN_API const char *tr_run_dir(hk_registry *reg) {
   tr_run *run = tr_run_get(reg);
   char why[600], *dir;
@@ -18659,7 +18686,7 @@ static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err faile
   n++;
   TR__F("save_to", 'b', !failed && c->save_to != NULL);
   TR__F("the parameter groups (param_group, finetuning: each tensor's lr_mult, weight_decay and frozen; fingerprint, 0: none)",
-        'x', tr__run_groups_print(t->run, t->ctx.params, t->ctx.n_tensors));
+        'x', tr_run_groups_hash(t->reg, t->ctx.params, t->ctx.n_tensors));
 #undef TR__F
   return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n,
                          "what decides the run's length and its updates (tr_config, parameter groups)");
@@ -18959,23 +18986,22 @@ static void tr__dist_paths(tr_trainer *t) {
    and the other ranks' batteries that default to a path under it (model_checkpoint's and
    on_exception_checkpoint's checkpoints/, prediction_writer's predictions/ with {rank} in its filename, and
    the record by which a later process takes its files back) must name the same one. Sent at each run's
-   start, after setup; a rank that has a directory of its own keeps it. */
+   start, after setup and configure_model, before the agreement there; a rank that has one keeps it. */
 static void tr__dist_run_dir(tr_trainer *t) {
   tr__dist *d = (tr__dist *)t->tr__dist;
-  tr__run_priv *q = t->run ? t->run->tr__p : NULL;
-  struct { char dir[TR__DIST_PATH], id[sizeof q->id]; } x;
+  struct { char dir[TR__DIST_PATH], id[40]; } x;
   int rc;
-  if (!d || !q || d->broken || d->dead || t->tr__err) return; /* (an error here is every rank's: agreed just before) */
+  if (!d || d->broken || d->dead) return; /* (every rank alike: the run's start agreed) */
   memset(&x, 0, sizeof x);
   if (d->rank == 0) {
-    if (q->dir && strlen(q->dir) < sizeof x.dir) memcpy(x.dir, q->dir, strlen(q->dir)); /* (longer: none sent) */
-    memcpy(x.id, q->id, sizeof x.id);
+    const char *id, *dir = tr_run_dir_id(t->reg, &id);
+    if (dir && strlen(dir) < sizeof x.dir) memcpy(x.dir, dir, strlen(dir)); /* (longer: none sent) */
+    if (strlen(id) < sizeof x.id) memcpy(x.id, id, strlen(id));
   }
   if ((rc = MPI_Bcast(&x, (int)sizeof x, MPI_BYTE, 0, d->comm)) != MPI_SUCCESS) { tr__dist_fail(t, rc, "MPI_Bcast (the run directory)"); return; }
-  if (d->rank == 0) return;
+  if (d->rank == 0 || t->tr__err) return;
   x.dir[sizeof x.dir - 1] = x.id[sizeof x.id - 1] = 0;
-  if (x.dir[0]) tr__run_note_dir(t->run, x.dir);
-  if (x.id[0] && !q->id[0]) memcpy(q->id, x.id, sizeof q->id);
+  if (tr_run_dir_adopt(t->reg, x.dir, x.id) != TR_OK) tr__fail(t, TR_ERR_NOMEM, "%s", tr_run_error(t->reg)); /* (the vote after tells all) */
 }
 
 static void tr__dist_save_file(tr_trainer *t, const char *path, tr__write_fn write) {
@@ -21117,8 +21143,8 @@ static tr_err tr__stage_run(tr_trainer *t, hk_stage stage, void (*body)(tr_train
   if (stage != HK_STAGE_FIT) t->tr__flow.signals = 0;
   tr__fire(t, HK_SETUP);
   tr__fire(t, HK_CONFIGURE_MODEL);
-  tr__dist_agree(t);
   tr__dist_run_dir(t); /* rank 0's run directory (its loggers opened it at setup), on every rank */
+  tr__dist_agree(t);
   if (!t->tr__err) body(t, arg);
   tr__saves_settle(t, 1); /* the run ends once its last save is on disk (or has failed it) */
   t->tr__sync_only = 1; /* a save from on_exception or teardown: nothing collects it later */

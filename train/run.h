@@ -128,6 +128,15 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg);
 /* The version directory every logger of reg writes into (claimed and made now if none has); NULL and
    hk_last_error(reg) when it cannot be made. */
 TRAIN_API const char *tr_run_dir(hk_registry *reg);
+/* Several processes: loggers open the run directory on rank 0 alone, and its run id (in the directory and
+   every checkpoint) comes with it. tr_run_dir_id: this process's directory (NULL: none yet; nothing is made)
+   and id ("" none yet). tr_run_dir_adopt: the other ranks take rank 0's, so that what defaults to a path under
+   it (model_checkpoint's and on_exception_checkpoint's checkpoints/, prediction_writer's predictions/ with
+   {rank}) and a later process's claim to its files (prediction_writer's record) are the same on every rank;
+   a directory or an id this process has already stays. A loop on several processes sends rank 0's at each
+   run's start, after setup (train.h's MPI strategy does). */
+TRAIN_API const char *tr_run_dir_id(hk_registry *reg, const char **id);
+TRAIN_API tr_err tr_run_dir_adopt(hk_registry *reg, const char *dir, const char *id);
 /* What this process waits for now, for the watchdog's report: tr_run_waiting("MPI_Allreduce (gradients)")
    before a collective, tr_run_waiting(NULL) after (a store each). what must outlive the wait. */
 TRAIN_API void tr_run_waiting(const char *what);
@@ -256,6 +265,11 @@ typedef struct tr_tensor_opt {
 } tr_tensor_opt;
 /* 1 when some tensor's settings may differ from the run's. */
 TRAIN_API int tr_run_grouped(hk_registry *reg);
+/* Before the run's start: a hash of what the registered groups give the n tensors of v (each one's lr
+   multiplier, weight decay, frozen; and whether a group names none, which refuses the start); 0 with none.
+   Processes compare it before they train together (train.h's MPI strategy): the same groups spelt
+   differently hash the same. */
+TRAIN_API uint64_t tr_run_groups_hash(hk_registry *reg, const hk_tensor *v, int n);
 /* Tensor i's settings for the update with lr (ctx->lr) at step (AdamW's t); without groups or out of
    range: { lr, the run's weight decay, 0, step }. */
 TRAIN_API tr_tensor_opt tr_run_tensor_opt(hk_registry *reg, int i, double lr, int64_t step);
@@ -893,10 +907,8 @@ static int tr__group_unmatched(const tr__run_priv *q, const hk_tensor *v, int n)
   }
   return -1;
 }
-/* What the groups give the tensors in v, before the run resolves them: a hash of each tensor's lr
-   multiplier, weight decay and frozen flag, and of whether a rule names none (that start is refused);
-   0 with no rule. Ranks compare it (TRAIN_MPI): the same groups spelt differently hash the same. */
-TR__SHARED uint64_t tr__run_groups_print(const tr_run *run, const hk_tensor *v, int n) {
+TRAIN_API uint64_t tr_run_groups_hash(hk_registry *reg, const hk_tensor *v, int n) {
+  const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
   const tr__run_priv *q = run ? run->tr__p : NULL;
   uint64_t h = TR__FNV_START;
   int i, bad;
@@ -2864,6 +2876,21 @@ TR__SHARED void tr__run_note_dir(tr_run *run, const char *dir) {
   if (run && !run->tr__p->dir && dir) run->tr__p->dir = tr__strdup(dir); /* out of memory: ./checkpoints */
 }
 
+TRAIN_API const char *tr_run_dir_id(hk_registry *reg, const char **id) {
+  const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
+  if (id) *id = run ? run->tr__p->id : "";
+  return run ? run->tr__p->dir : NULL;
+}
+TRAIN_API tr_err tr_run_dir_adopt(hk_registry *reg, const char *dir, const char *id) {
+  tr_run *run = tr_run_get(reg);
+  if (!run) return TR_ERR_NOMEM;
+  if (id && id[0] && !run->tr__p->id[0]) {
+    if (!tr__run_id_ok(id)) return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_dir_adopt: '%s' is not a run id (32 lowercase hex digits)", id);
+    memcpy(run->tr__p->id, id, sizeof run->tr__p->id);
+  }
+  if (dir && dir[0] && !run->tr__p->dir && !(run->tr__p->dir = tr__strdup(dir))) return TR_ERR_NOMEM;
+  return TR_OK;
+}
 TRAIN_API const char *tr_run_dir(hk_registry *reg) {
   tr_run *run = tr_run_get(reg);
   char why[600], *dir;

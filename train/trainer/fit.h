@@ -546,8 +546,8 @@ static tr_err tr__stage_run(tr_trainer *t, hk_stage stage, void (*body)(tr_train
   if (stage != HK_STAGE_FIT) t->tr__flow.signals = 0;
   tr__fire(t, HK_SETUP);
   tr__fire(t, HK_CONFIGURE_MODEL);
-  tr__dist_agree(t);
   tr__dist_run_dir(t); /* rank 0's run directory (its loggers opened it at setup), on every rank */
+  tr__dist_agree(t);
   if (!t->tr__err) body(t, arg);
   tr__saves_settle(t, 1); /* the run ends once its last save is on disk (or has failed it) */
   t->tr__sync_only = 1; /* a save from on_exception or teardown: nothing collects it later */

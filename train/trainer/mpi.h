@@ -496,7 +496,7 @@ static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err faile
   n++;
   TR__F("save_to", 'b', !failed && c->save_to != NULL);
   TR__F("the parameter groups (param_group, finetuning: each tensor's lr_mult, weight_decay and frozen; fingerprint, 0: none)",
-        'x', tr__run_groups_print(t->run, t->ctx.params, t->ctx.n_tensors));
+        'x', tr_run_groups_hash(t->reg, t->ctx.params, t->ctx.n_tensors));
 #undef TR__F
   return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n,
                          "what decides the run's length and its updates (tr_config, parameter groups)");
@@ -796,23 +796,22 @@ static void tr__dist_paths(tr_trainer *t) {
    and the other ranks' batteries that default to a path under it (model_checkpoint's and
    on_exception_checkpoint's checkpoints/, prediction_writer's predictions/ with {rank} in its filename, and
    the record by which a later process takes its files back) must name the same one. Sent at each run's
-   start, after setup; a rank that has a directory of its own keeps it. */
+   start, after setup and configure_model, before the agreement there; a rank that has one keeps it. */
 static void tr__dist_run_dir(tr_trainer *t) {
   tr__dist *d = (tr__dist *)t->tr__dist;
-  tr__run_priv *q = t->run ? t->run->tr__p : NULL;
-  struct { char dir[TR__DIST_PATH], id[sizeof q->id]; } x;
+  struct { char dir[TR__DIST_PATH], id[40]; } x;
   int rc;
-  if (!d || !q || d->broken || d->dead || t->tr__err) return; /* (an error here is every rank's: agreed just before) */
+  if (!d || d->broken || d->dead) return; /* (every rank alike: the run's start agreed) */
   memset(&x, 0, sizeof x);
   if (d->rank == 0) {
-    if (q->dir && strlen(q->dir) < sizeof x.dir) memcpy(x.dir, q->dir, strlen(q->dir)); /* (longer: none sent) */
-    memcpy(x.id, q->id, sizeof x.id);
+    const char *id, *dir = tr_run_dir_id(t->reg, &id);
+    if (dir && strlen(dir) < sizeof x.dir) memcpy(x.dir, dir, strlen(dir)); /* (longer: none sent) */
+    if (strlen(id) < sizeof x.id) memcpy(x.id, id, strlen(id));
   }
   if ((rc = MPI_Bcast(&x, (int)sizeof x, MPI_BYTE, 0, d->comm)) != MPI_SUCCESS) { tr__dist_fail(t, rc, "MPI_Bcast (the run directory)"); return; }
-  if (d->rank == 0) return;
+  if (d->rank == 0 || t->tr__err) return;
   x.dir[sizeof x.dir - 1] = x.id[sizeof x.id - 1] = 0;
-  if (x.dir[0]) tr__run_note_dir(t->run, x.dir);
-  if (x.id[0] && !q->id[0]) memcpy(q->id, x.id, sizeof q->id);
+  if (tr_run_dir_adopt(t->reg, x.dir, x.id) != TR_OK) tr__fail(t, TR_ERR_NOMEM, "%s", tr_run_error(t->reg)); /* (the vote after tells all) */
 }
 
 static void tr__dist_save_file(tr_trainer *t, const char *path, tr__write_fn write) {
