@@ -18685,7 +18685,7 @@ static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err faile
   memcpy(&f[n].v, &clip, sizeof clip);
   n++;
   TR__F("save_to", 'b', !failed && c->save_to != NULL);
-  TR__F("the parameter groups (param_group, finetuning: each tensor's lr_mult, weight_decay and frozen; fingerprint, 0: none)",
+  TR__F("the parameter groups (param_group: each tensor's lr_mult, weight_decay and frozen; fingerprint, 0: none)",
         'x', tr_run_groups_hash(t->reg, t->ctx.params, t->ctx.n_tensors));
 #undef TR__F
   return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n,
