@@ -645,6 +645,15 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg);
 /* The version directory every logger of reg writes into (claimed and made now if none has); NULL and
    hk_last_error(reg) when it cannot be made. */
 TRAIN_API const char *tr_run_dir(hk_registry *reg);
+/* Several processes: loggers open the run directory on rank 0 alone, and its run id (in the directory and
+   every checkpoint) comes with it. tr_run_dir_id: this process's directory (NULL: none yet; nothing is made)
+   and id ("" none yet). tr_run_dir_adopt: the other ranks take rank 0's, so that what defaults to a path under
+   it (model_checkpoint's and on_exception_checkpoint's checkpoints/, prediction_writer's predictions/ with
+   {rank}) and a later process's claim to its files (prediction_writer's record) are the same on every rank;
+   a directory or an id this process has already stays. A loop on several processes sends rank 0's at each
+   run's start, after setup (train.h's MPI strategy does). */
+TRAIN_API const char *tr_run_dir_id(hk_registry *reg, const char **id);
+TRAIN_API tr_err tr_run_dir_adopt(hk_registry *reg, const char *dir, const char *id);
 /* What this process waits for now, for the watchdog's report: tr_run_waiting("MPI_Allreduce (gradients)")
    before a collective, tr_run_waiting(NULL) after (a store each). what must outlive the wait. */
 TRAIN_API void tr_run_waiting(const char *what);
@@ -773,6 +782,11 @@ typedef struct tr_tensor_opt {
 } tr_tensor_opt;
 /* 1 when some tensor's settings may differ from the run's. */
 TRAIN_API int tr_run_grouped(hk_registry *reg);
+/* Before the run's start: a hash of what the registered groups give the n tensors of v (each one's lr
+   multiplier, weight decay, frozen; and whether a group names none, which refuses the start); 0 with none.
+   Processes compare it before they train together (train.h's MPI strategy): the same groups spelt
+   differently hash the same. */
+TRAIN_API uint64_t tr_run_groups_hash(hk_registry *reg, const hk_tensor *v, int n);
 /* Tensor i's settings for the update with lr (ctx->lr) at step (AdamW's t); without groups or out of
    range: { lr, the run's weight decay, 0, step }. */
 TRAIN_API tr_tensor_opt tr_run_tensor_opt(hk_registry *reg, int i, double lr, int64_t step);
@@ -5434,6 +5448,50 @@ TR__SHARED void tr__run_rule_drop(tr_run *run, const tr__pg_rule *r) {
     if (q->rules[i] != r) q->rules[k++] = q->rules[i];
   q->n_rules = k;
 }
+/* The tensor called name: its settings from the rules in order, a later rule winning for the fields it gives. */
+static void tr__group_resolve(const tr__run_priv *q, const char *name, tr__tgroup *g) {
+  int k;
+  memset(g, 0, sizeof *g);
+  g->lr_mult = g->scale = 1;
+  for (k = 0; k < q->n_rules; k++) {
+    const tr__pg_rule *r = q->rules[k];
+    if (!tr_name_match(r->match, name)) continue;
+    if (tr__given_d(r->lr_mult)) g->lr_mult = r->lr_mult;
+    if (tr__given_d(r->weight_decay)) g->wd = r->weight_decay, g->has_wd = 1;
+    if (r->frozen) g->frozen = r->frozen == TR_YES;
+  }
+}
+/* The first rule that names none of the n tensors in v (-1: none such). */
+static int tr__group_unmatched(const tr__run_priv *q, const hk_tensor *v, int n) {
+  int i, k;
+  for (k = 0; k < q->n_rules; k++) {
+    for (i = 0; i < n && !tr_name_match(q->rules[k]->match, v[i].name); i++) {}
+    if (i == n) return k;
+  }
+  return -1;
+}
+TRAIN_API uint64_t tr_run_groups_hash(hk_registry *reg, const hk_tensor *v, int n) {
+  const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
+  const tr__run_priv *q = run ? run->tr__p : NULL;
+  uint64_t h = TR__FNV_START;
+  int i, bad;
+  if (!q || !q->n_rules || !v || n <= 0) return 0;
+  for (i = 0; i < n; i++) {
+    tr__tgroup g;
+    double x[2];
+    int32_t f[2];
+    tr__group_resolve(q, v[i].name, &g);
+    x[0] = g.lr_mult + 0.0; /* (TR_ZERO_F's -0 is 0) */
+    x[1] = g.has_wd ? g.wd + 0.0 : -1.0; /* -1: the optimizer's */
+    f[0] = g.frozen;
+    f[1] = 0;
+    h = tr__fnv(h, (const unsigned char *)x, sizeof x);
+    h = tr__fnv(h, (const unsigned char *)f, sizeof f);
+  }
+  bad = tr__group_unmatched(q, v, n) >= 0;
+  h = tr__fnv(h, (const unsigned char *)&bad, sizeof bad);
+  return h ? h : 1;
+}
 /* At the run's start, before anything fires: every tensor's settings from the rules in order. A rule that
    matches no tensor refuses the start (a misspelt name would silently change nothing). */
 static tr_err tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx, const char *fn) {
@@ -5445,27 +5503,16 @@ static tr_err tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx,
   if (!q->n_rules || n <= 0) return TR_OK;
   if (!(q->tg = (tr__tgroup *)calloc((size_t)n, sizeof *q->tg))) return tr__run_refuse(reg, TR_ERR_NOMEM, "%s: out of memory", fn);
   q->n_tg = n;
-  for (i = 0; i < n; i++) q->tg[i].lr_mult = q->tg[i].scale = 1;
-  for (k = 0; k < q->n_rules; k++) {
+  for (i = 0; i < n; i++) tr__group_resolve(q, ctx->params[i].name, &q->tg[i]);
+  if ((k = tr__group_unmatched(q, ctx->params, n)) >= 0) {
     const tr__pg_rule *r = q->rules[k];
-    int hits = 0;
-    for (i = 0; i < n; i++) {
-      tr__tgroup *g = &q->tg[i];
-      if (!tr_name_match(r->match, ctx->params[i].name)) continue;
-      hits++;
-      if (tr__given_d(r->lr_mult)) g->lr_mult = r->lr_mult;
-      if (tr__given_d(r->weight_decay)) g->wd = r->weight_decay, g->has_wd = 1;
-      if (r->frozen) g->frozen = r->frozen == TR_YES;
-    }
-    if (!hits) {
-      free(q->tg);
-      q->tg = NULL;
-      q->n_tg = 0;
-      return tr__run_refuse(reg, TR_ERR_INVALID, "%s%s%s: match=%s names none of the %d tensors (the first is '%s'): patterns "
-                            "are whole names, '|' between alternatives, '*' any characters, '?' one", fn, fn[0] ? ": " : "",
-                            r->who, r->match, n,
-                            ctx->params[0].name ? ctx->params[0].name : "?");
-    }
+    free(q->tg);
+    q->tg = NULL;
+    q->n_tg = 0;
+    return tr__run_refuse(reg, TR_ERR_INVALID, "%s%s%s: match=%s names none of the %d tensors (the first is '%s'): patterns "
+                          "are whole names, '|' between alternatives, '*' any characters, '?' one", fn, fn[0] ? ": " : "",
+                          r->who, r->match, n,
+                          ctx->params[0].name ? ctx->params[0].name : "?");
   }
   return TR_OK;
 }
@@ -7437,6 +7484,21 @@ TR__SHARED void tr__run_note_dir(tr_run *run, const char *dir) {
   if (run && !run->tr__p->dir && dir) run->tr__p->dir = tr__strdup(dir); /* out of memory: ./checkpoints */
 }
 
+TRAIN_API const char *tr_run_dir_id(hk_registry *reg, const char **id) {
+  const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
+  if (id) *id = run ? run->tr__p->id : "";
+  return run ? run->tr__p->dir : NULL;
+}
+TRAIN_API tr_err tr_run_dir_adopt(hk_registry *reg, const char *dir, const char *id) {
+  tr_run *run = tr_run_get(reg);
+  if (!run) return TR_ERR_NOMEM;
+  if (id && id[0] && !run->tr__p->id[0]) {
+    if (!tr__run_id_ok(id)) return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_dir_adopt: '%s' is not a run id (32 lowercase hex digits)", id);
+    memcpy(run->tr__p->id, id, sizeof run->tr__p->id);
+  }
+  if (dir && dir[0] && !run->tr__p->dir && !(run->tr__p->dir = tr__strdup(dir))) return TR_ERR_NOMEM;
+  return TR_OK;
+}
 TRAIN_API const char *tr_run_dir(hk_registry *reg) {
   tr_run *run = tr_run_get(reg);
   char why[600], *dir;
@@ -18684,9 +18746,11 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   return TR_OK;
 }
 
-/* What decides a fit's length and its collectives, the same on every rank (as resolved by tr__resolve). */
+/* What decides a fit's length and its collectives, the same on every rank (as resolved by tr__resolve),
+   and its updates: the parameter groups (registered before the run, resolved at its start), which ranks
+   that differ would train apart with, silently. */
 static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) {
-  tr__fact f[16];
+  tr__fact f[17];
   double clip = 0;
   int n = 0;
   if (!t->tr__dist) return failed;
@@ -18710,8 +18774,11 @@ static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err faile
   memcpy(&f[n].v, &clip, sizeof clip);
   n++;
   TR__F("save_to", 'b', !failed && c->save_to != NULL);
+  TR__F("the parameter groups (param_group: each tensor's lr_mult, weight_decay and frozen; fingerprint, 0: none)",
+        'x', tr_run_groups_hash(t->reg, t->ctx.params, t->ctx.n_tensors));
 #undef TR__F
-  return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n, "what decides the run's length (tr_config)");
+  return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n,
+                         "what decides the run's length and its updates (tr_config, parameter groups)");
 }
 
 static tr_err tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed) {
@@ -19004,6 +19071,28 @@ static void tr__dist_paths(tr_trainer *t) {
   t->ctx.checkpoint_default = head[1];
 }
 
+/* The run's directory and id are rank 0's: its loggers open the directory (at setup) and write its run_id,
+   and the other ranks' batteries that default to a path under it (model_checkpoint's and
+   on_exception_checkpoint's checkpoints/, prediction_writer's predictions/ with {rank} in its filename, and
+   the record by which a later process takes its files back) must name the same one. Sent at each run's
+   start, after setup and configure_model, before the agreement there; a rank that has one keeps it. */
+static void tr__dist_run_dir(tr_trainer *t) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  struct { char dir[TR__DIST_PATH], id[40]; } x;
+  int rc;
+  if (!d || d->broken || d->dead) return; /* (every rank alike: the run's start agreed) */
+  memset(&x, 0, sizeof x);
+  if (d->rank == 0) {
+    const char *id, *dir = tr_run_dir_id(t->reg, &id);
+    if (dir && strlen(dir) < sizeof x.dir) memcpy(x.dir, dir, strlen(dir)); /* (longer: none sent) */
+    if (strlen(id) < sizeof x.id) memcpy(x.id, id, strlen(id));
+  }
+  if ((rc = MPI_Bcast(&x, (int)sizeof x, MPI_BYTE, 0, d->comm)) != MPI_SUCCESS) { tr__dist_fail(t, rc, "MPI_Bcast (the run directory)"); return; }
+  if (d->rank == 0 || t->tr__err) return;
+  x.dir[sizeof x.dir - 1] = x.id[sizeof x.id - 1] = 0;
+  if (tr_run_dir_adopt(t->reg, x.dir, x.id) != TR_OK) tr__fail(t, TR_ERR_NOMEM, "%s", tr_run_error(t->reg)); /* (the vote after tells all) */
+}
+
 static void tr__dist_save_file(tr_trainer *t, const char *path, tr__write_fn write) {
   tr__dist *d = (tr__dist *)t->tr__dist;
   if (d && t->tr__zero) { /* the state is sharded: rank 0 writes what every rank sends it */
@@ -19037,6 +19126,7 @@ static int     tr__dist_empty(const tr_trainer *t, int64_t n) { (void)t; return 
 static void    tr__dist_grads(tr_trainer *t) { (void)t; }
 static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) { (void)t; (void)sum; (void)counted; }
 static void    tr__dist_paths(tr_trainer *t) { (void)t; }
+static void    tr__dist_run_dir(tr_trainer *t) { (void)t; }
 static void    tr__dist_save_file(tr_trainer *t, const char *path, tr__write_fn write) { if (!t->tr__err) write(t, path); }
 static void    tr__dist_params(tr_trainer *t) { (void)t; }
 static void    tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u) { (void)trainer; (void)put; (void)u; }
@@ -21101,6 +21191,7 @@ static tr_err tr__eval_loop(tr_trainer *t, const tr__eval *e) {
   if (e->data->reset && e->data->reset(e->data->user))
     tr__fail(t, TR_ERR_MODEL, "%s data: reset() failed", e->what);
   tr__fire(t, e->ev->start);
+  tr__dist_agree(t); /* a refusal at the start on one rank (prediction_writer's) stops every rank before a batch */
   tr__fire(t, e->ev->epoch_start);
   for (b = 0; b < n && !tr__skips(t, ends); b++) {
     void *batch = tr__fetch(t, e->data, b, e->what);
@@ -21154,6 +21245,7 @@ static tr_err tr__stage_run(tr_trainer *t, hk_stage stage, void (*body)(tr_train
   if (stage != HK_STAGE_FIT) t->tr__flow.signals = 0;
   tr__fire(t, HK_SETUP);
   tr__fire(t, HK_CONFIGURE_MODEL);
+  tr__dist_run_dir(t); /* rank 0's run directory (its loggers opened it at setup), on every rank */
   tr__dist_agree(t);
   if (!t->tr__err) body(t, arg);
   tr__saves_settle(t, 1); /* the run ends once its last save is on disk (or has failed it) */

@@ -12,12 +12,17 @@
 #                           early_stopping on every rank (rank 0 alone writes files, also in the background: mcasync); a checkpoint requested
 #                           on the last rank, written by rank 0, resumed in a new mpirun: exact; ranks that
 #                           differ (run length, model size or layout, a refused config, a resume, the
-#                           accumulation, the function called, a rank gone early) fail every rank with an
-#                           error naming the values per rank instead of hanging (test_mpi mismatch);
+#                           accumulation, the function called, a rank gone early, the parameter groups) fail
+#                           every rank with an error naming the values per rank instead of hanging (test_mpi
+#                           mismatch);
 #                           on_exception_checkpoint or a hook's tr_save on one rank only: one error everywhere
 #                           (oecone, oeczero, saveone); a learning rate changed on one rank (tr_lr_scale,
 #                           lr_finder) agreed, bit-identical to every rank changing it; changed differently:
-#                           one error (lrdiffer); the example
+#                           one error (lrdiffer); prediction_writer (test_mpi pw): rank 0 alone writes, or with
+#                           {rank} every rank its own files (csv, jsonl, safetensors; checked to hold that
+#                           rank's predictions, nothing else in the directory), the run directory's on every
+#                           rank, a later process (resume) takes each rank's files back, someone else's file at
+#                           one rank's path fails every rank before any batch; the example
 #   make test-mpi-nccl      TRAIN_MPI + TRAIN_CUDA (NCCL for device gradients): nvcc build, link, run (see below)
 #   make test-mpi-cores     more ranks than cores (--oversubscribe): one warning naming mpi_yield_when_idle
 #   make test-mpi-compile   TRAIN_MPI in the implementation TU (C99 with mpicc, also with -Wc++-compat;
@@ -52,7 +57,7 @@ $(MPI_DIR)/train_mpi: examples/train_mpi.c hooks.h train.h examples/mlp.h | $(MP
 	$(MPICC) $(ALL_CFLAGS) -o $@ examples/train_mpi.c $(LDLIBS)
 
 test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
-	@set -e; cd $(MPI_DIR); rm -f *.bin *.ckpt*; \
+	@set -e; cd $(MPI_DIR); rm -f *.bin *.ckpt*; rm -rf pw[0-9] pwlogs pwck; \
 	for w in 2 3; do for v in "epochs=3" "accum=3 sgd=1" "accum=4 sgd=1" "accum=4 sgd=1 mean=1"; do \
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi fit out=w$$w.bin $$v > fit.out; \
 	  ./test_mpi_plain fit out=ref$$w.bin ref=$$w $$v > ref.out; \
@@ -83,12 +88,12 @@ test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 	  || { cat scen.out; echo "test-mpi: 8 ranks on 7 batches failed"; exit 1; }; \
 	echo "test-mpi: 8 ranks, 7 training and 7 validation batches (no training batch, one rank without validation): no hang"; \
 	for w in 2 3; do for m in epochs "size hidden=16,32,16" "size hidden=16,116666,16" "size hidden=16,16,32" names initfail \
-	    fitfail val resume files fileszero outofstep calls exit exitinit; do set -- $$m; \
+	    fitfail val resume files fileszero outofstep calls exit exitinit groups groupsnone groupsequal; do set -- $$m; \
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi mismatch what=$$1 $$2 > scen.out 2>&1 \
 	    || { cat scen.out; echo "test-mpi: mismatch $$m on $$w ranks failed (or hung)"; exit 1; }; done; done; \
 	echo "test-mpi: mismatches (max_epochs, 99/195/~700k parameters, tensor names, validation data, a refused tr_init or tr_fit \
-	config, a resume on one rank, two checkpoints with the same counters (with and without zero), tr_set_accumulation on one rank, tr_validate vs tr_test, a rank gone before tr_init or tr_fit): \
-	a clear error on every rank, no hang (2 and 3 ranks)"; \
+	config, a resume on one rank, two checkpoints with the same counters (with and without zero), tr_set_accumulation on one rank, tr_validate vs tr_test, a rank gone before tr_init or tr_fit, \
+	parameter groups that differ or a param_group on one rank only; the same groups spelt differently run): a clear error on every rank, no hang (2 and 3 ranks)"; \
 	for m in stop fail skip sigterm uneven rank0 configfail mc mcasync; do ./test_mpi_plain $$m > scen.out 2>&1 || { cat scen.out; exit 1; }; done; \
 	echo "test-mpi: the same scenarios in one process (plain build, ASan+UBSan): passed"; \
 	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=straight.bin epochs=4 > fit.out; \
@@ -100,6 +105,18 @@ test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 	cmp -s straight.bin auto.bin && grep -q "resume auto: resuming mid.ckpt (global step 13" fit.out || \
 	  { cat fit.out; echo "test-mpi: resume=auto on 2 ranks did not resume mid.ckpt exactly"; exit 1; }; \
 	echo "test-mpi: resume=auto on every rank: the same file (save_to, step 13), exact"; \
+	for v in "2 fmt=csv dir=pw1" "2 fmt=jsonl interval=epoch dir=pw2 name=p-{rank}" "2 fmt=csv dir=pw3 name=p-{rank}" \
+	    "2 fmt=safetensors interval=batch_and_epoch dir=pw4 name=p-{rank}" "3 fmt=safetensors dir=pw5 name=p-{rank}" \
+	    "2 fmt=csv dir=pw6 name=p-{rank} foreign=1" "2 fmt=safetensors dir=pw7 name=p-{rank} foreign=0" \
+	    "2 fmt=csv logs=1 name=p-{rank}" "2 fmt=csv logs=1 resume=1 name=p-{rank}"; do set -- $$v; w=$$1; shift; \
+	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi pw "$$@" > scen.out 2>&1 \
+	    || { cat scen.out; echo "test-mpi: prediction_writer on $$w ranks ($$*) failed"; exit 1; }; \
+	  grep "^pw: " scen.out; \
+	  case "$$*" in *"{rank}"*) ;; *) [ "$$(grep -c 'processes: rank 0 writes its share of the batches only' scen.out)" = 1 ] \
+	    || { cat scen.out; echo "test-mpi: prediction_writer without {rank}: rank 0 did not say once that it writes its share only"; exit 1; };; esac; done; \
+	echo "test-mpi: prediction_writer: rank 0 alone writes (said once), or with {rank} every rank its own files, each holding that rank's \
+	predictions; in the run directory on every rank; a later process takes its files back on every rank; a file of someone else's \
+	at one rank's path fails every rank before any batch, nothing written"; \
 	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./train_mpi | tail -n 1
 	@echo "test-mpi: all passed"
 

@@ -9,12 +9,15 @@
                           [zero=1]     tr_desc.zero (ZeRO-1): checks that the rank keeps exactly its shard
                           [grads=1]    FILE gets the last step's gradients after the parameters
                           [clip=C] [hidden=H] [async=1]   clipping by norm C, hidden width H, tr_desc.async_save
+                          [groups=1|2] parameter groups (GROUPS1, GROUPS2): lr multipliers, a weight decay, a tensor
+                                       frozen (b2, or w2: across zero's shard boundary), checked unchanged
        trains the spirals MLP (AdamW or SGD-momentum, clipping by norm 1, validation every epoch), checks
        that the parameters are bit-identical on every rank, and writes rank 0's parameters to FILE
      test_mpi_plain diff A B TOL   max |a-b| of two parameter files; fails above TOL; prints it
      test_mpi stop | fail | failload | configfail | skip | sigterm | uneven | rank0   one scenario each
      test_mpi mismatch what=W [hidden=H0,H1,..]   ranks that differ: see mode_mismatch
      test_mpi[_plain] zerobad   zero's refusals and failed saves (mode_zerobad; tests/zero.mk)
+     test_mpi pw fmt=F interval=I [name=N] [dir=D] [logs=1 [resume=1]] [foreign=R]   prediction_writer (mode_pw)
    Every check that fails prints what and exits 1 (mpirun then ends the whole job with rc != 0). */
 #define HOOKS_IMPLEMENTATION
 #define TRAIN_IMPLEMENTATION
@@ -202,7 +205,16 @@ static hk_signal write_exc(hk_ctx *ctx, void *u) {
   return HK_CONTINUE;
 }
 
+/* groups=1: w1 and b1 at half the learning rate with their own weight decay, w2 at twice it, b2 frozen (the model's
+   last 3 floats: zero's partial last block). groups=2: w2 frozen (floats 48-95 at hidden=16: 2 ranks' shards split it),
+   the biases at 3 times the learning rate. */
+#define GROUPS1 "param_group(match=w1|b1, lr_mult=0.5, weight_decay=0.05); param_group(match=w2, lr_mult=2); " \
+                "param_group(match=b2, frozen=true)"
+#define GROUPS2 "param_group(match=w2, frozen=true); param_group(match=b?, lr_mult=3)"
+
 static int mode_fit(void) {
+  float *frozen = NULL; /* groups=1: b2 as it was */
+  size_t fz_at = 0, fz_n = 0;
   run r;
   const char *out = arg("out", NULL), *resume = arg("resume", NULL), *ckpt = arg("ckpt", NULL);
   int batch = iarg("batch", 16), ref = iarg("ref", 0), global = iarg("global", 0);
@@ -239,6 +251,14 @@ static int mode_fit(void) {
       CHECK(hk_spec_apply(r.t.reg, "lr_finder(num_training_steps=20, min_lr=1e-4, max_lr=1, verbose=false)") == HK_OK,
             "%s", hk_last_error(r.t.reg));
   }
+  if (iarg("groups", 0)) {
+    int two = iarg("groups", 0) == 2;
+    CHECK(hk_spec_apply(r.t.reg, two ? GROUPS2 : GROUPS1) == HK_OK, "%s", hk_last_error(r.t.reg));
+    fz_at = r.net.tensors[two ? MLP_W2 : MLP_B2].offset;
+    fz_n = r.net.tensors[two ? MLP_W2 : MLP_B2].count;
+    CHECK((frozen = (float *)malloc(fz_n * sizeof(float))) != NULL, "memory");
+    memcpy(frozen, r.net.params + fz_at, fz_n * sizeof(float));
+  }
   pace_ms = iarg("pace", 0);
   pids_dir = arg("pids", NULL);
   if (pace_ms || pids_dir) CHECK(hk_on(r.t.reg, HK_ON_TRAIN_BATCH_END, pace, NULL, NULL, NULL) == HK_OK, "hook");
@@ -254,6 +274,11 @@ static int mode_fit(void) {
   if (request_at >= 0) CHECK(saved_seen == 1, "on_checkpoint_saved ran %d times on this rank", saved_seen);
   same_everywhere(hash(r.net.params, r.net.num_params * sizeof(float)), "the parameters");
   same_everywhere((uint64_t)r.t.global_step, "global_step");
+  if (frozen) { /* the frozen tensor as it was, the others trained */
+    CHECK(r.t.global_step > 0 && !memcmp(frozen, r.net.params + fz_at, fz_n * sizeof(float)), "the frozen tensor changed in %lld steps",
+          (long long)r.t.global_step);
+    free(frozen);
+  }
   if (iarg("zero", 0)) { /* this rank keeps the state of its shard only: [r * P, (r + 1) * P) of whole blocks of 16 */
     size_t n = r.net.num_params, per = ((n + 15) / 16 + (size_t)world_ - 1) / (size_t)world_ * 16;
     size_t lo = (size_t)rank_ * per < n ? (size_t)rank_ * per : n, len = n - lo < per ? n - lo : per;
@@ -500,7 +525,10 @@ static int mode_scenario(const char *mode) {
      outofstep  rank 1's hook changes the accumulation from epoch 1     tr_fit: TR_ERR_COMM (out of step)
      calls      rank 0 calls tr_validate, the others tr_test            TR_ERR_INVALID
      exit       rank 1 returns before tr_fit (mpi_timeout=2)            rank 0's tr_fit: TR_ERR_COMM in ~2 s
-     exitinit   rank 1 returns before tr_init (mpi_timeout=2)           rank 0's tr_init: TR_ERR_COMM in ~2 s */
+     exitinit   rank 1 returns before tr_init (mpi_timeout=2)           rank 0's tr_init: TR_ERR_COMM in ~2 s
+     groups     rank 1's param_group gives w1|b1 another lr_mult        tr_fit: TR_ERR_INVALID (the parameter groups)
+     groupsnone rank 1 alone has a param_group that names no tensor     tr_fit: TR_ERR_INVALID (the parameter groups)
+     groupsequal  the same groups, spelt differently on rank 1          tr_fit: TR_OK */
 static hk_signal change_accum(hk_ctx *ctx, void *u) {
   (void)u;
   if (ctx->rank == 1 && ctx->epoch == 1) tr_set_accumulation((tr_trainer *)ctx->trainer, 2);
@@ -600,6 +628,13 @@ static int mode_mismatch(void) {
     CHECK(tr_save(&r.t, "files_b.ckpt") == TR_OK, "%s", tr_error(&r.t));
     c.resume_from = odd ? "files_b.ckpt" : "files_a.ckpt";
   }
+  if (!strncmp(what, "groups", 6)) { /* (groupsnone used to leave the other ranks waiting: rank 1's run refused to start) */
+    const char *spec = "param_group(match=w1|b1, lr_mult=0.5)";
+    if (!strcmp(what, "groups") && odd) spec = "param_group(match=w1|b1, lr_mult=0.25)";
+    if (!strcmp(what, "groupsequal") && odd) spec = "param_group(match=b1|w1, lr_mult=0.5); param_group(match=w1, lr_mult=0.5)";
+    if (!strcmp(what, "groupsnone")) spec = odd ? "param_group(match=nothere, frozen=true)" : NULL;
+    if (spec) CHECK(hk_spec_apply(r.t.reg, spec) == HK_OK, "%s", hk_last_error(r.t.reg));
+  }
   if (!strcmp(what, "exit") && odd) goto done; /* returns without tr_fit: main calls MPI_Finalize */
   if (!strcmp(what, "calls")) e = rank_ == 0 ? tr_validate(&r.t, &r.vd, 0, NULL) : tr_test(&r.t, &r.vd, 0, NULL);
   else e = tr_fit(&r.t, &c);
@@ -616,9 +651,18 @@ static int mode_mismatch(void) {
   same_everywhere((uint64_t)e, "the result");
   if (strcmp(what, "resume")) same_everywhere((uint64_t)r.t.global_step, "global_step"); /* (resume: the rank's own) */
   if (!strcmp(what, "epochs")) {
-    expect(&r.t, e, TR_ERR_INVALID, "tr_fit: the ranks differ in what decides the run's length (tr_config): max_epochs (rank 0: 3, rank 1: 1");
+    expect(&r.t, e, TR_ERR_INVALID, "tr_fit: the ranks differ in what decides the run's length and its updates (tr_config, "
+           "parameter groups): max_epochs (rank 0: 3, rank 1: 1");
     CHECK(r.t.global_step == 0 && exceptions == 0, "refused before anything ran");
   }
+  if (!strcmp(what, "groups") || !strcmp(what, "groupsnone")) {
+    expect(&r.t, e, TR_ERR_INVALID, "tr_fit: the ranks differ in what decides the run's length and its updates (tr_config, "
+           "parameter groups): the parameter groups (");
+    expect(&r.t, e, TR_ERR_INVALID, "fingerprint, 0: none) (rank 0: ");
+    CHECK(!strstr(tr_error(&r.t), "max_epochs"), "only what differs is named: %s", tr_error(&r.t));
+    CHECK(r.t.global_step == 0 && exceptions == 0, "refused before anything ran");
+  }
+  if (!strcmp(what, "groupsequal")) CHECK(e == TR_OK && r.t.global_step > 0, "the same groups: %s", tr_error(&r.t));
   if (!strcmp(what, "fitfail")) expect(&r.t, e, TR_ERR_INVALID, odd ? "tr_fit: max_*" : "rank 1: tr_fit: max_*");
   if (!strcmp(what, "val")) expect(&r.t, e, TR_ERR_INVALID, "val (rank 0: set, rank 1: not set");
   if (!strcmp(what, "resume")) {
@@ -642,6 +686,207 @@ done:
   mlp_free(&r.net);
   spirals_free(&r.train);
   spirals_free(&r.val);
+  return 0;
+}
+
+/* ---- prediction_writer under several processes: what docs/callbacks.md ("Several processes") says ------------
+   test_mpi pw fmt=F interval=I [name=FILENAME] [dir=DIR] [logs=1 [resume=1]] [foreign=R]
+   Every rank predicts its share of the validation data (8 batches, the last shorter: rank r takes r, r+W, ...,
+   numbered 0, 1, ... in its files). Without {rank} in name rank 0 alone writes (its share); with it every rank
+   writes its own files. logs=1: a csv logger, model_checkpoint and an epoch's fit first (resume=1, a new mpirun:
+   the run resumed from pwck/last.ckpt for a second epoch): the default dirpath is the run directory's
+   predictions/ on every rank, and a later process of the run takes back its files (every rank its own, by the
+   record beside them) and writes them again. Checked: each writing rank's files hold exactly its own predictions
+   (none clobbered by another rank's), the directory holds exactly the files expected (rank 0), every rank
+   resolved the same directory. foreign=R: a file of someone else's at rank R's first path: every rank fails at
+   on_predict_start, before any batch, naming it; the file is untouched and nothing else written. */
+static tr_predictions pw_pred;
+static int pw_predict(void *user, void *batch, void **outputs) {
+  mlp *m = (mlp *)user;
+  const mlp_batch *b = (const mlp_batch *)batch;
+  if (!b || mlp_forward(m, b->x, NULL, b->n) != 0) return 1; /* (probabilities only) */
+  pw_pred.values = m->probs;
+  pw_pred.rows = b->n;
+  pw_pred.cols = 3;
+  pw_pred.names = NULL;
+  *outputs = &pw_pred;
+  return 0;
+}
+static char *pw_slurp(const char *path, long *len) {
+  FILE *f = fopen(path, "rb");
+  char *b = NULL;
+  long n = -1;
+  if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 && (b = (char *)malloc((size_t)n + 1)) &&
+      fread(b, 1, (size_t)n, f) == (size_t)n)
+    b[n] = 0;
+  else { free(b); b = NULL; }
+  if (f) fclose(f);
+  *len = n;
+  return b;
+}
+static int pw_batches(int r) { return (8 - r + world_ - 1) / world_; } /* rank r's share of the 8 batches */
+static void pw_base(char *out, size_t cap, const char *dir, const char *name, int r) { /* dir/name, {rank} -> r */
+  const char *at = strstr(name, "{rank}");
+  if (at) snprintf(out, cap, "%s/%.*s%d%s", dir, (int)(at - name), name, r, at + 6);
+  else snprintf(out, cap, "%s/%s", dir, name);
+}
+/* This rank's predictions of its batch k (the model as it is now). */
+static const mlp_batch *pw_expected(run *r, int k) {
+  const mlp_batch *b = spirals_batch(&r->val, k * world_ + rank_, 16);
+  CHECK(b && mlp_forward(&r->net, b->x, NULL, b->n) == 0, "batch %d", k);
+  return b;
+}
+/* csv or jsonl: every row of every batch of this rank's, in order, read back as the same floats */
+static void pw_check_text(run *r, const char *path, int jsonl) {
+  long len;
+  char *text = pw_slurp(path, &len), *line;
+  int k, i, rows = 0;
+  CHECK(text, "%s is missing", path);
+  line = text;
+  if (!jsonl) { CHECK(!strncmp(line, "batch,row,col0,col1,col2\n", 25), "%s: header", path); line += 25; }
+  for (k = 0; k < pw_batches(rank_); k++) {
+    const mlp_batch *b = pw_expected(r, k);
+    for (i = 0; i < b->n; i++, rows++) {
+      long long bb = -1, rr = -1;
+      float v[3];
+      int got = jsonl ? sscanf(line, "{\"batch\":%lld,\"row\":%lld,\"col0\":%f,\"col1\":%f,\"col2\":%f}", &bb, &rr, &v[0], &v[1], &v[2])
+                      : sscanf(line, "%lld,%lld,%f,%f,%f", &bb, &rr, &v[0], &v[1], &v[2]);
+      CHECK(got == 5 && bb == k && rr == i && !memcmp(v, r->net.probs + 3 * i, sizeof v), "%s: row %d (batch %d, row %d) is not "
+            "this rank's prediction: %.60s", path, rows, k, i, line);
+      line = strchr(line, '\n');
+      CHECK(line, "%s: ends early", path);
+      line++;
+    }
+  }
+  CHECK(!*line, "%s: more than this rank's %d rows", path, rows);
+  free(text);
+}
+/* safetensors: the file's data (the end of the file) is this rank's batches first..last, in order */
+static void pw_check_st(run *r, const char *path, int first, int last) {
+  long len, at;
+  char *data = pw_slurp(path, &len);
+  uint64_t hlen = 0;
+  int k, rows = 0;
+  CHECK(data && len > 8, "%s is missing", path);
+  memcpy(&hlen, data, 8); /* (little-endian hosts) */
+  at = 8 + (long)hlen;
+  for (k = first; k <= last; k++) {
+    const mlp_batch *b = pw_expected(r, k);
+    CHECK(at + 12L * b->n <= len && !memcmp(data + at, r->net.probs, 12 * (size_t)b->n), "%s: batch %d is not this rank's", path, k);
+    at += 12L * b->n;
+    rows += b->n;
+  }
+  CHECK(at == len, "%s: %ld bytes, %ld expected (%d rows)", path, len, at, rows);
+  free(data);
+}
+static int mode_pw(void) {
+  const char *fmt = arg("fmt", "csv"), *interval = arg("interval", "batch"), *name = arg("name", "predictions");
+  const char *dir = arg("dir", NULL), *ext = !strcmp(fmt, "safetensors") ? "safetensors" : fmt;
+  int logs = iarg("logs", 0), resume = iarg("resume", 0), foreign = iarg("foreign", -1), every = strstr(name, "{rank}") != NULL;
+  int st = !strcmp(fmt, "safetensors"), per_batch = strcmp(interval, "epoch") != 0, whole = strcmp(interval, "batch") != 0;
+  int w, k, files = 0, n_expected = 0;
+  char spec[600], where[300], base[600], path[700], cmd[400];
+  const tr_prediction_writer_state *ps;
+  run r;
+  tr_err e;
+  run_init(&r, 100, 40, 16, 0);
+  r.t.model.predict = pw_predict;
+  snprintf(where, sizeof where, "%s", dir ? dir : logs ? "pwlogs/lightning_logs/version_0/predictions" : "predictions");
+  if (logs) {
+    tr_config c = run_config(&r, resume ? 2 : 1);
+    c.resume_from = resume ? "pwck/last.ckpt" : NULL;
+    CHECK(hk_spec_apply(r.t.reg, "csv(save_dir=pwlogs); model_checkpoint(dirpath=pwck, save_last=true)") == HK_OK, "%s", hk_last_error(r.t.reg));
+    CHECK(tr_fit(&r.t, &c) == TR_OK, "tr_fit: %s", tr_error(&r.t));
+  }
+  snprintf(spec, sizeof spec, "prediction_writer(format=%s, write_interval=%s, filename=%s%s%s)", fmt, interval, name,
+           dir ? ", dirpath=" : "", dir ? dir : "");
+  CHECK(hk_spec_apply(r.t.reg, spec) == HK_OK, "%s: %s", spec, hk_last_error(r.t.reg));
+  if (foreign >= 0 && rank_ == 0) { /* someone else's file where rank `foreign` writes first */
+    FILE *f;
+    pw_base(base, sizeof base, where, name, foreign);
+    if (st && per_batch) snprintf(path, sizeof path, "%s-batch_0.safetensors", base);
+    else snprintf(path, sizeof path, "%s.%s", base, ext);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", where);
+    CHECK(system(cmd) == 0 && (f = fopen(path, "w")) && fputs("yours", f) >= 0 && fclose(f) == 0, "writing %s", path);
+  }
+#ifdef TRAIN_MPI
+  MPI_Barrier(MPI_COMM_WORLD);
+#endif
+  e = tr_predict(&r.t, &r.vd, 0);
+  printf("pw %s: rank %d of %d: %s%s%s\n", spec, rank_, world_, tr_err_name(e), e ? ": " : "", e ? tr_error(&r.t) : "");
+  ps = tr_prediction_writer_get(r.t.reg, hk_spec_find(r.t.reg, "prediction_writer", 0));
+  CHECK(ps && !strcmp(ps->dirpath, where), "the predictions' directory on rank %d: %s, expected %s (rank 0's)", rank_,
+        ps ? ps->dirpath : "?", where);
+#ifdef TRAIN_MPI
+  MPI_Barrier(MPI_COMM_WORLD); /* every rank's files written */
+#endif
+  if (foreign >= 0) {
+    CHECK(e == TR_ERR_HOOK && strstr(tr_error(&r.t), "' is there and was not written by this prediction_writer"), "%s: %s",
+          tr_err_name(e), tr_error(&r.t));
+    if (rank_ != foreign) { snprintf(cmd, sizeof cmd, "rank %d: ", foreign); CHECK(strstr(tr_error(&r.t), cmd), "%s", tr_error(&r.t)); }
+    CHECK(ps->rows == 0 && ps->files == 0, "rank %d wrote %lld rows in %lld files before the run failed", rank_, (long long)ps->rows,
+          (long long)ps->files);
+  } else {
+    CHECK(e == TR_OK, "tr_predict: %s", tr_error(&r.t));
+    if (rank_ == 0 || every) { /* this rank's own files: its own predictions */
+      pw_base(base, sizeof base, where, name, rank_);
+      snprintf(path, sizeof path, "%s.%s", base, ext);
+      if (!st) pw_check_text(&r, path, !strcmp(fmt, "jsonl"));
+      if (st && whole) pw_check_st(&r, path, 0, pw_batches(rank_) - 1);
+      for (k = 0; st && per_batch && k < pw_batches(rank_); k++) {
+        snprintf(path, sizeof path, "%s-batch_%d.safetensors", base, k);
+        pw_check_st(&r, path, k, k);
+      }
+    } else CHECK(ps->rows == 0 && ps->files == 0, "rank %d wrote %lld rows in %lld files", rank_, (long long)ps->rows, (long long)ps->files);
+  }
+  if (rank_ == 0) { /* the directory: exactly the files of the ranks that write (a record beside each once the run has an id) */
+    DIR *dd = opendir(where);
+    struct dirent *de;
+    CHECK(dd, "%s is missing", where);
+    while ((de = readdir(dd))) {
+      int ok = 0;
+      if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+      files++;
+      for (w = 0; w < world_ && !ok; w++) {
+        if (w > 0 && !every) break;
+        pw_base(base, sizeof base, ".", name, w);
+        if (foreign >= 0) { /* only the file put there */
+          if (w != foreign) continue;
+          snprintf(path, sizeof path, st && per_batch ? "%s-batch_0.safetensors" : "%s.%s", base + 2, ext);
+          ok = !strcmp(de->d_name, path);
+          continue;
+        }
+        snprintf(path, sizeof path, "%s.%s", base + 2, ext);
+        ok = (!st || whole) && !strcmp(de->d_name, path);
+        snprintf(path, sizeof path, ".%s.prediction_writer", base + 2);
+        ok |= logs && !strcmp(de->d_name, path);
+        for (k = 0; st && per_batch && k < pw_batches(w) && !ok; k++) {
+          snprintf(path, sizeof path, "%s-batch_%d.safetensors", base + 2, k);
+          ok = !strcmp(de->d_name, path);
+        }
+      }
+      CHECK(ok, "%s/%s: a file no rank should have written there", where, de->d_name);
+    }
+    closedir(dd);
+    for (w = 0; w < world_ && foreign < 0; w++)
+      if (w == 0 || every) n_expected += (!st || whole) + (st && per_batch ? pw_batches(w) : 0) + (logs ? 1 : 0);
+    if (foreign >= 0) n_expected = 1;
+    CHECK(files == n_expected, "%s holds %d files, %d expected", where, files, n_expected);
+    if (foreign >= 0) {
+      long len;
+      char *got;
+      pw_base(base, sizeof base, where, name, foreign);
+      snprintf(path, sizeof path, st && per_batch ? "%s-batch_0.safetensors" : "%s.%s", base, ext);
+      got = pw_slurp(path, &len);
+      CHECK(got && !strcmp(got, "yours"), "%s was replaced", path);
+      free(got);
+    }
+    if (foreign >= 0) printf("pw: %d ranks, %s, %s, filename=%s, someone else's file at rank %d's path: every rank failed at "
+                             "on_predict_start, %s holds that file alone, untouched\n", world_, fmt, interval, name, foreign, where);
+    else printf("pw: %d ranks, %s, %s, filename=%s%s%s: %s holds the %d files expected, each rank's its own predictions\n", world_,
+                fmt, interval, name, logs ? ", with the run directory" : "", resume ? ", resumed in a new process" : "", where, files);
+  }
+  run_free(&r);
   return 0;
 }
 
@@ -726,6 +971,7 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "fit")) rc = mode_fit();
   else if (!strcmp(mode, "mismatch")) rc = mode_mismatch();
   else if (!strcmp(mode, "zerobad")) rc = mode_zerobad();
+  else if (!strcmp(mode, "pw")) rc = mode_pw();
   else if (mode[0]) rc = mode_scenario(mode);
   else { fprintf(stderr, "usage: see tests/test_mpi.c\n"); rc = 2; }
 #ifdef TRAIN_MPI

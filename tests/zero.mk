@@ -5,8 +5,10 @@
 #                        - parameters and the last step's (clipped) gradients bit-identical: AdamW with
 #                          clipping by norm, SGD with momentum and accumulation, clipping folded into the
 #                          update (clip=0.01), a model of 15 floats (ranks with an empty shard), one of
-#                          2.1M floats (shards beyond one exchange round and one send chunk); every rank
-#                          keeps exactly its shard (tr_optim_state_bytes)
+#                          2.1M floats (shards beyond one exchange round and one send chunk), parameter
+#                          groups (param_group: lr multipliers, a weight decay, a frozen tensor in the partial
+#                          last block or split by a shard boundary, AdamW and SGD-momentum; the frozen tensor
+#                          checked unchanged); every rank keeps exactly its shard (tr_optim_state_bytes)
 #                        - checkpoints: written at 2 ranks sharded, sync and async, byte-identical to the
 #                          unsharded run's; resumed at 2 ranks sharded and unsharded == the uninterrupted
 #                          2-rank run; at 3 ranks sharded == 3 ranks unsharded from the same file; at 1
@@ -27,7 +29,8 @@ test-mpi-zero: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mp
 	R="env $(MPI_ENV) OMPI_MCA_mpi_yield_when_idle=1 timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe"; T=../test_mpi; \
 	same() { cmp -s $$1 $$2 || { echo "test-mpi-zero: $$3: $$1 and $$2 differ"; exit 1; }; }; \
 	run() { $$R "$$@" > run.out 2>&1 || { cat run.out; echo "test-mpi-zero: failed: $$*"; exit 1; }; }; \
-	for w in 2 3; do for v in "epochs=3" "accum=3 sgd=1" "clip=0.01 epochs=1" "hidden=2 epochs=1"; do \
+	for w in 2 3; do for v in "epochs=3" "accum=3 sgd=1" "clip=0.01 epochs=1" "hidden=2 epochs=1" "groups=1 epochs=3" \
+	    "groups=2 accum=3 sgd=1 clip=0.01"; do \
 	  run -np $$w $$T fit out=u.bin grads=1 $$v; run -np $$w $$T fit out=z.bin zero=1 grads=1 $$v; \
 	  same z.bin u.bin "$$w ranks, $$v"; echo "test-mpi-zero: $$w ranks, $$v: bit-identical to the unsharded run ($$(grep '^zero:' run.out | cut -d, -f2-))"; \
 	done; done; \

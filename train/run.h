@@ -128,6 +128,15 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg);
 /* The version directory every logger of reg writes into (claimed and made now if none has); NULL and
    hk_last_error(reg) when it cannot be made. */
 TRAIN_API const char *tr_run_dir(hk_registry *reg);
+/* Several processes: loggers open the run directory on rank 0 alone, and its run id (in the directory and
+   every checkpoint) comes with it. tr_run_dir_id: this process's directory (NULL: none yet; nothing is made)
+   and id ("" none yet). tr_run_dir_adopt: the other ranks take rank 0's, so that what defaults to a path under
+   it (model_checkpoint's and on_exception_checkpoint's checkpoints/, prediction_writer's predictions/ with
+   {rank}) and a later process's claim to its files (prediction_writer's record) are the same on every rank;
+   a directory or an id this process has already stays. A loop on several processes sends rank 0's at each
+   run's start, after setup (train.h's MPI strategy does). */
+TRAIN_API const char *tr_run_dir_id(hk_registry *reg, const char **id);
+TRAIN_API tr_err tr_run_dir_adopt(hk_registry *reg, const char *dir, const char *id);
 /* What this process waits for now, for the watchdog's report: tr_run_waiting("MPI_Allreduce (gradients)")
    before a collective, tr_run_waiting(NULL) after (a store each). what must outlive the wait. */
 TRAIN_API void tr_run_waiting(const char *what);
@@ -256,6 +265,11 @@ typedef struct tr_tensor_opt {
 } tr_tensor_opt;
 /* 1 when some tensor's settings may differ from the run's. */
 TRAIN_API int tr_run_grouped(hk_registry *reg);
+/* Before the run's start: a hash of what the registered groups give the n tensors of v (each one's lr
+   multiplier, weight decay, frozen; and whether a group names none, which refuses the start); 0 with none.
+   Processes compare it before they train together (train.h's MPI strategy): the same groups spelt
+   differently hash the same. */
+TRAIN_API uint64_t tr_run_groups_hash(hk_registry *reg, const hk_tensor *v, int n);
 /* Tensor i's settings for the update with lr (ctx->lr) at step (AdamW's t); without groups or out of
    range: { lr, the run's weight decay, 0, step }. */
 TRAIN_API tr_tensor_opt tr_run_tensor_opt(hk_registry *reg, int i, double lr, int64_t step);
@@ -871,6 +885,50 @@ TR__SHARED void tr__run_rule_drop(tr_run *run, const tr__pg_rule *r) {
     if (q->rules[i] != r) q->rules[k++] = q->rules[i];
   q->n_rules = k;
 }
+/* The tensor called name: its settings from the rules in order, a later rule winning for the fields it gives. */
+static void tr__group_resolve(const tr__run_priv *q, const char *name, tr__tgroup *g) {
+  int k;
+  memset(g, 0, sizeof *g);
+  g->lr_mult = g->scale = 1;
+  for (k = 0; k < q->n_rules; k++) {
+    const tr__pg_rule *r = q->rules[k];
+    if (!tr_name_match(r->match, name)) continue;
+    if (tr__given_d(r->lr_mult)) g->lr_mult = r->lr_mult;
+    if (tr__given_d(r->weight_decay)) g->wd = r->weight_decay, g->has_wd = 1;
+    if (r->frozen) g->frozen = r->frozen == TR_YES;
+  }
+}
+/* The first rule that names none of the n tensors in v (-1: none such). */
+static int tr__group_unmatched(const tr__run_priv *q, const hk_tensor *v, int n) {
+  int i, k;
+  for (k = 0; k < q->n_rules; k++) {
+    for (i = 0; i < n && !tr_name_match(q->rules[k]->match, v[i].name); i++) {}
+    if (i == n) return k;
+  }
+  return -1;
+}
+TRAIN_API uint64_t tr_run_groups_hash(hk_registry *reg, const hk_tensor *v, int n) {
+  const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
+  const tr__run_priv *q = run ? run->tr__p : NULL;
+  uint64_t h = TR__FNV_START;
+  int i, bad;
+  if (!q || !q->n_rules || !v || n <= 0) return 0;
+  for (i = 0; i < n; i++) {
+    tr__tgroup g;
+    double x[2];
+    int32_t f[2];
+    tr__group_resolve(q, v[i].name, &g);
+    x[0] = g.lr_mult + 0.0; /* (TR_ZERO_F's -0 is 0) */
+    x[1] = g.has_wd ? g.wd + 0.0 : -1.0; /* -1: the optimizer's */
+    f[0] = g.frozen;
+    f[1] = 0;
+    h = tr__fnv(h, (const unsigned char *)x, sizeof x);
+    h = tr__fnv(h, (const unsigned char *)f, sizeof f);
+  }
+  bad = tr__group_unmatched(q, v, n) >= 0;
+  h = tr__fnv(h, (const unsigned char *)&bad, sizeof bad);
+  return h ? h : 1;
+}
 /* At the run's start, before anything fires: every tensor's settings from the rules in order. A rule that
    matches no tensor refuses the start (a misspelt name would silently change nothing). */
 static tr_err tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx, const char *fn) {
@@ -882,27 +940,16 @@ static tr_err tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx,
   if (!q->n_rules || n <= 0) return TR_OK;
   if (!(q->tg = (tr__tgroup *)calloc((size_t)n, sizeof *q->tg))) return tr__run_refuse(reg, TR_ERR_NOMEM, "%s: out of memory", fn);
   q->n_tg = n;
-  for (i = 0; i < n; i++) q->tg[i].lr_mult = q->tg[i].scale = 1;
-  for (k = 0; k < q->n_rules; k++) {
+  for (i = 0; i < n; i++) tr__group_resolve(q, ctx->params[i].name, &q->tg[i]);
+  if ((k = tr__group_unmatched(q, ctx->params, n)) >= 0) {
     const tr__pg_rule *r = q->rules[k];
-    int hits = 0;
-    for (i = 0; i < n; i++) {
-      tr__tgroup *g = &q->tg[i];
-      if (!tr_name_match(r->match, ctx->params[i].name)) continue;
-      hits++;
-      if (tr__given_d(r->lr_mult)) g->lr_mult = r->lr_mult;
-      if (tr__given_d(r->weight_decay)) g->wd = r->weight_decay, g->has_wd = 1;
-      if (r->frozen) g->frozen = r->frozen == TR_YES;
-    }
-    if (!hits) {
-      free(q->tg);
-      q->tg = NULL;
-      q->n_tg = 0;
-      return tr__run_refuse(reg, TR_ERR_INVALID, "%s%s%s: match=%s names none of the %d tensors (the first is '%s'): patterns "
-                            "are whole names, '|' between alternatives, '*' any characters, '?' one", fn, fn[0] ? ": " : "",
-                            r->who, r->match, n,
-                            ctx->params[0].name ? ctx->params[0].name : "?");
-    }
+    free(q->tg);
+    q->tg = NULL;
+    q->n_tg = 0;
+    return tr__run_refuse(reg, TR_ERR_INVALID, "%s%s%s: match=%s names none of the %d tensors (the first is '%s'): patterns "
+                          "are whole names, '|' between alternatives, '*' any characters, '?' one", fn, fn[0] ? ": " : "",
+                          r->who, r->match, n,
+                          ctx->params[0].name ? ctx->params[0].name : "?");
   }
   return TR_OK;
 }
@@ -2874,6 +2921,21 @@ TR__SHARED void tr__run_note_dir(tr_run *run, const char *dir) {
   if (run && !run->tr__p->dir && dir) run->tr__p->dir = tr__strdup(dir); /* out of memory: ./checkpoints */
 }
 
+TRAIN_API const char *tr_run_dir_id(hk_registry *reg, const char **id) {
+  const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
+  if (id) *id = run ? run->tr__p->id : "";
+  return run ? run->tr__p->dir : NULL;
+}
+TRAIN_API tr_err tr_run_dir_adopt(hk_registry *reg, const char *dir, const char *id) {
+  tr_run *run = tr_run_get(reg);
+  if (!run) return TR_ERR_NOMEM;
+  if (id && id[0] && !run->tr__p->id[0]) {
+    if (!tr__run_id_ok(id)) return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_dir_adopt: '%s' is not a run id (32 lowercase hex digits)", id);
+    memcpy(run->tr__p->id, id, sizeof run->tr__p->id);
+  }
+  if (dir && dir[0] && !run->tr__p->dir && !(run->tr__p->dir = tr__strdup(dir))) return TR_ERR_NOMEM;
+  return TR_OK;
+}
 TRAIN_API const char *tr_run_dir(hk_registry *reg) {
   tr_run *run = tr_run_get(reg);
   char why[600], *dir;

@@ -492,6 +492,7 @@ static tr_err tr__eval_loop(tr_trainer *t, const tr__eval *e) {
   if (e->data->reset && e->data->reset(e->data->user))
     tr__fail(t, TR_ERR_MODEL, "%s data: reset() failed", e->what);
   tr__fire(t, e->ev->start);
+  tr__dist_agree(t); /* a refusal at the start on one rank (prediction_writer's) stops every rank before a batch */
   tr__fire(t, e->ev->epoch_start);
   for (b = 0; b < n && !tr__skips(t, ends); b++) {
     void *batch = tr__fetch(t, e->data, b, e->what);
@@ -545,6 +546,7 @@ static tr_err tr__stage_run(tr_trainer *t, hk_stage stage, void (*body)(tr_train
   if (stage != HK_STAGE_FIT) t->tr__flow.signals = 0;
   tr__fire(t, HK_SETUP);
   tr__fire(t, HK_CONFIGURE_MODEL);
+  tr__dist_run_dir(t); /* rank 0's run directory (its loggers opened it at setup), on every rank */
   tr__dist_agree(t);
   if (!t->tr__err) body(t, arg);
   tr__saves_settle(t, 1); /* the run ends once its last save is on disk (or has failed it) */

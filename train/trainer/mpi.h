@@ -467,9 +467,11 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   return TR_OK;
 }
 
-/* What decides a fit's length and its collectives, the same on every rank (as resolved by tr__resolve). */
+/* What decides a fit's length and its collectives, the same on every rank (as resolved by tr__resolve),
+   and its updates: the parameter groups (registered before the run, resolved at its start), which ranks
+   that differ would train apart with, silently. */
 static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) {
-  tr__fact f[16];
+  tr__fact f[17];
   double clip = 0;
   int n = 0;
   if (!t->tr__dist) return failed;
@@ -493,8 +495,11 @@ static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err faile
   memcpy(&f[n].v, &clip, sizeof clip);
   n++;
   TR__F("save_to", 'b', !failed && c->save_to != NULL);
+  TR__F("the parameter groups (param_group: each tensor's lr_mult, weight_decay and frozen; fingerprint, 0: none)",
+        'x', tr_run_groups_hash(t->reg, t->ctx.params, t->ctx.n_tensors));
 #undef TR__F
-  return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n, "what decides the run's length (tr_config)");
+  return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n,
+                         "what decides the run's length and its updates (tr_config, parameter groups)");
 }
 
 static tr_err tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed) {
@@ -787,6 +792,28 @@ static void tr__dist_paths(tr_trainer *t) {
   t->ctx.checkpoint_default = head[1];
 }
 
+/* The run's directory and id are rank 0's: its loggers open the directory (at setup) and write its run_id,
+   and the other ranks' batteries that default to a path under it (model_checkpoint's and
+   on_exception_checkpoint's checkpoints/, prediction_writer's predictions/ with {rank} in its filename, and
+   the record by which a later process takes its files back) must name the same one. Sent at each run's
+   start, after setup and configure_model, before the agreement there; a rank that has one keeps it. */
+static void tr__dist_run_dir(tr_trainer *t) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  struct { char dir[TR__DIST_PATH], id[40]; } x;
+  int rc;
+  if (!d || d->broken || d->dead) return; /* (every rank alike: the run's start agreed) */
+  memset(&x, 0, sizeof x);
+  if (d->rank == 0) {
+    const char *id, *dir = tr_run_dir_id(t->reg, &id);
+    if (dir && strlen(dir) < sizeof x.dir) memcpy(x.dir, dir, strlen(dir)); /* (longer: none sent) */
+    if (strlen(id) < sizeof x.id) memcpy(x.id, id, strlen(id));
+  }
+  if ((rc = MPI_Bcast(&x, (int)sizeof x, MPI_BYTE, 0, d->comm)) != MPI_SUCCESS) { tr__dist_fail(t, rc, "MPI_Bcast (the run directory)"); return; }
+  if (d->rank == 0 || t->tr__err) return;
+  x.dir[sizeof x.dir - 1] = x.id[sizeof x.id - 1] = 0;
+  if (tr_run_dir_adopt(t->reg, x.dir, x.id) != TR_OK) tr__fail(t, TR_ERR_NOMEM, "%s", tr_run_error(t->reg)); /* (the vote after tells all) */
+}
+
 static void tr__dist_save_file(tr_trainer *t, const char *path, tr__write_fn write) {
   tr__dist *d = (tr__dist *)t->tr__dist;
   if (d && t->tr__zero) { /* the state is sharded: rank 0 writes what every rank sends it */
@@ -820,6 +847,7 @@ static int     tr__dist_empty(const tr_trainer *t, int64_t n) { (void)t; return 
 static void    tr__dist_grads(tr_trainer *t) { (void)t; }
 static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) { (void)t; (void)sum; (void)counted; }
 static void    tr__dist_paths(tr_trainer *t) { (void)t; }
+static void    tr__dist_run_dir(tr_trainer *t) { (void)t; }
 static void    tr__dist_save_file(tr_trainer *t, const char *path, tr__write_fn write) { if (!t->tr__err) write(t, path); }
 static void    tr__dist_params(tr_trainer *t) { (void)t; }
 static void    tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u) { (void)trainer; (void)put; (void)u; }
