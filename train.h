@@ -7431,12 +7431,16 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
     free(look);
     return NULL;
   }
-  if (lost && look && strcmp(look, q->cont_dir))
-    tr__run_say(run, NULL, "train.h: warning", "the resumed run does not continue in %s (where its checkpoint was written, %s): "
-                "%s; it logs into %s instead", look, q->cont_dir, lost, dir);
-  else if (lost)
-    tr__run_say(run, NULL, "train.h: warning", "the resumed run does not continue in %s, where its checkpoint was written: %s; "
-                "it logs into %s instead", q->cont_dir, lost, dir);
+  if (lost) { /* (a new version_N can take the very name: made by our mkdir, so nothing was there) */
+    const char *named = look && strcmp(look, q->cont_dir) ? look : q->cont_dir;
+    const char *into = strcmp(dir, named) ? dir : "a new directory of that name";
+    if (named == look)
+      tr__run_say(run, NULL, "train.h: warning", "the resumed run does not continue in %s (where its checkpoint was written, "
+                  "%s): %s; it logs into %s instead", look, q->cont_dir, lost, into);
+    else
+      tr__run_say(run, NULL, "train.h: warning", "the resumed run does not continue in %s, where its checkpoint was written: "
+                  "%s; it logs into %s instead", q->cont_dir, lost, into);
+  }
   free(look);
   if (run && (rd = (tr__run_dir *)calloc(1, sizeof *rd)) != NULL) {
     rd->base = base;
