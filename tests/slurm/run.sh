@@ -95,8 +95,11 @@ sbatch --test-only "$here/../../examples/slurm_job.sh" > test-only.out 2>&1 || f
 for name in own fit; do
   restarts=$(scontrol show job "${!name}" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
   [ "$restarts" = 2 ] || fail "$name: the job restarted $restarts times, not 2"
+  # the two requeues are the Restarts above; their line is said at least once: rank 0 writes its end after
+  # scontrol returns, while Slurm already kills the requeued job's mpirun (which takes the ranks with it), so
+  # on a loaded machine the kill can come first (the state was saved before the requeue: nothing is lost)
   n=$(grep -c "preempted (SIGUSR1): stopped after step [0-9]*; its state saved to $name.ckpt; job ${!name} requeued" $name.bin.end)
-  [ "$n" = 2 ] || fail "$name: $n preemptions with a requeue said, not 2"
+  [ "$n" -ge 1 ] || fail "$name: no preemption with a requeue said (2 requeues)"
   grep -q "Slurm job ${!name}, restart 2; SIGUSR1 saves to $name.ckpt and requeues the job; resuming from $name.ckpt" $name.out ||
     fail "$name: no start line of the second restart"
   n=$(grep -c "Restored all states from the checkpoint at $name.ckpt" $name.out)
