@@ -468,8 +468,9 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
 }
 
 /* What decides a fit's length and its collectives, the same on every rank (as resolved by tr__resolve),
-   and its updates: the parameter groups (registered before the run, resolved at its start), which ranks
-   that differ would train apart with, silently. */
+   and its updates: the parameter groups and finetuning's schedule (registered before the run, resolved at
+   its start), which ranks that differ would train apart with, silently. A rank whose start was refused
+   (failed: its config, its run layer, its resume) tells the others here (tr__stage_start). */
 static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) {
   tr__fact f[17];
   double clip = 0;
@@ -495,7 +496,8 @@ static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err faile
   memcpy(&f[n].v, &clip, sizeof clip);
   n++;
   TR__F("save_to", 'b', !failed && c->save_to != NULL);
-  TR__F("the parameter groups (param_group: each tensor's lr_mult, weight_decay and frozen; fingerprint, 0: none)",
+  TR__F("the parameter groups (param_group: each tensor's lr_mult, weight_decay and frozen; finetuning: the tensors it takes, "
+        "unfreeze_at_epoch, lr_factor, initial_ratio, initial_lr, align; fingerprint, 0: none)",
         'x', tr_run_groups_hash(t->reg, t->ctx.params, t->ctx.n_tensors));
 #undef TR__F
   return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n,
