@@ -266,7 +266,9 @@ typedef struct tr_tensor_opt {
 /* 1 when some tensor's settings may differ from the run's. */
 TRAIN_API int tr_run_grouped(hk_registry *reg);
 /* Before the run's start: a hash of what the registered groups give the n tensors of v (each one's lr
-   multiplier, weight decay, frozen; and whether a group names none, which refuses the start); 0 with none.
+   multiplier, weight decay, frozen; whether a group names none, which refuses the start; finetuning's
+   schedule: the tensors it takes, unfreeze_at_epoch, lr_factor, initial_ratio, initial_lr, align, whether
+   lr_factor_at is given); 0 with none.
    Processes compare it before they train together (train.h's MPI strategy): the same groups spelt
    differently hash the same. */
 TRAIN_API uint64_t tr_run_groups_hash(hk_registry *reg, const hk_tensor *v, int n);
