@@ -783,7 +783,9 @@ typedef struct tr_tensor_opt {
 /* 1 when some tensor's settings may differ from the run's. */
 TRAIN_API int tr_run_grouped(hk_registry *reg);
 /* Before the run's start: a hash of what the registered groups give the n tensors of v (each one's lr
-   multiplier, weight decay, frozen; and whether a group names none, which refuses the start); 0 with none.
+   multiplier, weight decay, frozen; whether a group names none, which refuses the start; finetuning's
+   schedule: the tensors it takes, unfreeze_at_epoch, lr_factor, initial_ratio, initial_lr, align, whether
+   lr_factor_at is given); 0 with none.
    Processes compare it before they train together (train.h's MPI strategy): the same groups spelt
    differently hash the same. */
 TRAIN_API uint64_t tr_run_groups_hash(hk_registry *reg, const hk_tensor *v, int n);
@@ -4963,8 +4965,15 @@ typedef struct tr__run_priv {
   int n_tg;
 } tr__run_priv;
 /* A param_group's rule: the tensors matching `match` get the fields it gives (lr_mult 0 and weight_decay 0:
-   not given, TR_ZERO_F: an explicit 0; frozen TR_YES / TR_NO, 0: not given). Later rules win. */
-typedef struct tr__pg_rule { const char *match, *who; double lr_mult, weight_decay; int frozen; } tr__pg_rule;
+   not given, TR_ZERO_F: an explicit 0; frozen TR_YES / TR_NO, 0: not given). Later rules win. schedule: what
+   else its owner decides about the n tensors' updates (finetuning's unfreeze schedule), folded into h for
+   tr_run_groups_hash; NULL: nothing. */
+typedef struct tr__pg_rule {
+  const char *match, *who;
+  double lr_mult, weight_decay;
+  int frozen;
+  uint64_t (*schedule)(const struct tr__pg_rule *r, const hk_tensor *v, int n, uint64_t h);
+} tr__pg_rule;
 /* A tensor's settings: the rules' (lr_mult, wd, frozen), the run's own (off, scale: tr_run_tensor_set);
    taken: updates before the stretch begun at step since. */
 typedef struct tr__tgroup { double lr_mult, wd, scale; int has_wd, frozen, off; int64_t taken, since; } tr__tgroup;
@@ -5490,6 +5499,8 @@ TRAIN_API uint64_t tr_run_groups_hash(hk_registry *reg, const hk_tensor *v, int 
   }
   bad = tr__group_unmatched(q, v, n) >= 0;
   h = tr__fnv(h, (const unsigned char *)&bad, sizeof bad);
+  for (i = 0; i < q->n_rules; i++) /* in the rules' order: finetuning's schedule */
+    if (q->rules[i]->schedule) h = q->rules[i]->schedule(q->rules[i], v, n, h);
   return h ? h : 1;
 }
 /* At the run's start, before anything fires: every tensor's settings from the rules in order. A rule that
@@ -11363,6 +11374,28 @@ static void tr__ft_destroy(void *user) {
 static int tr__ft_takes(const tr__ft *s, const char *name) {
   return tr_name_match(s->match, name) && !(s->train_norms && s->norms[0] && tr_name_match(s->norms, name));
 }
+/* What decides its effect on the updates, for tr_run_groups_hash (several processes compare it at a fit's
+   start): which of the n tensors it takes (match, norms, train_norms), when it unfreezes and the ratio's
+   schedule. lr_factor_at: only whether it is given (a function's address says nothing across processes). */
+static uint64_t tr__ft_schedule(const tr__pg_rule *r, const hk_tensor *v, int n, uint64_t h) {
+  const tr__ft *s = (const tr__ft *)(const void *)((const char *)r - offsetof(tr__ft, rule));
+  double x[3];
+  int64_t k[4];
+  int i;
+  for (i = 0; i < n; i++) {
+    unsigned char takes = (unsigned char)tr__ft_takes(s, v[i].name);
+    h = tr__fnv(h, &takes, 1);
+  }
+  x[0] = s->factor;
+  x[1] = s->initial_ratio;
+  x[2] = s->initial_lr + 0.0;
+  k[0] = s->at;
+  k[1] = s->align;
+  k[2] = s->factor_at != NULL;
+  k[3] = 0;
+  h = tr__fnv(h, (const unsigned char *)x, sizeof x);
+  return tr__fnv(h, (const unsigned char *)k, sizeof k);
+}
 /* The backbone's tensors as the state says, on the run's table as it was built at the start: frozen since the
    start (step 0), and unfrozen at unfrozen_at with the ratio (tr_run_tensor_set counts their steps from there). */
 static hk_signal tr__ft_apply(tr__ft *s, hk_ctx *ctx, int fresh) {
@@ -11454,6 +11487,7 @@ static tr_err tr__ft_make(hk_registry *reg, const tr_finetuning_desc *d, hk_hand
     return tr__ft_destroy(s), tr__bad(w, "finetuning: out of memory"), TR_ERR_NOMEM;
   s->rule.match = s->match;
   s->rule.who = "finetuning";
+  s->rule.schedule = tr__ft_schedule;
   s->at = at;
   s->last_epoch = -1;
   s->factor = d->lr_factor > 0 ? d->lr_factor : 2.0;
@@ -18734,12 +18768,14 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   tr__dist_lr_now(t, d->lr); /* agreed above (the optimizer's settings): what a change is measured from */
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) { /* llm.c's way: rank 0 makes the id, MPI carries it, every rank joins */
-    ncclUniqueId id;
+    struct { ncclUniqueId id; int32_t ok; } x; /* ok: rank 0 made it (else no rank waits in ncclCommInitRank) */
     ncclResult_t nr = ncclSuccess;
-    memset(&id, 0, sizeof id);
-    if (rank == 0) nr = ncclGetUniqueId(&id);
-    if ((rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, d->comm)) != MPI_SUCCESS) return tr__dist_fail(t, rc, "tr_init: MPI_Bcast (NCCL id)");
-    if (nr == ncclSuccess) nr = ncclCommInitRank(&d->nccl, world, id, rank);
+    memset(&x, 0, sizeof x);
+    if (rank == 0) x.ok = (nr = ncclGetUniqueId(&x.id)) == ncclSuccess;
+    if ((rc = MPI_Bcast(&x, (int)sizeof x, MPI_BYTE, 0, d->comm)) != MPI_SUCCESS) return tr__dist_fail(t, rc, "tr_init: MPI_Bcast (NCCL id)");
+    if (!x.ok && rank != 0)
+      return tr__fail(t, TR_ERR_DEVICE, "tr_init: rank 0: NCCL could not make the ranks' id (ncclGetUniqueId failed there)");
+    if (nr == ncclSuccess) nr = ncclCommInitRank(&d->nccl, world, x.id, rank);
     if (nr != ncclSuccess) {
       d->nccl = NULL;
       return tr__fail(t, TR_ERR_DEVICE, "tr_init: NCCL could not join the %d ranks: %s (one GPU per rank: select it with "
@@ -18751,8 +18787,9 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
 }
 
 /* What decides a fit's length and its collectives, the same on every rank (as resolved by tr__resolve),
-   and its updates: the parameter groups (registered before the run, resolved at its start), which ranks
-   that differ would train apart with, silently. */
+   and its updates: the parameter groups and finetuning's schedule (registered before the run, resolved at
+   its start), which ranks that differ would train apart with, silently. A rank whose start was refused
+   (failed: its config, its run layer, its resume) tells the others here (tr__stage_start). */
 static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) {
   tr__fact f[17];
   double clip = 0;
@@ -18778,7 +18815,8 @@ static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err faile
   memcpy(&f[n].v, &clip, sizeof clip);
   n++;
   TR__F("save_to", 'b', !failed && c->save_to != NULL);
-  TR__F("the parameter groups (param_group: each tensor's lr_mult, weight_decay and frozen; fingerprint, 0: none)",
+  TR__F("the parameter groups (param_group: each tensor's lr_mult, weight_decay and frozen; finetuning: the tensors it takes, "
+        "unfreeze_at_epoch, lr_factor, initial_ratio, initial_lr, align; fingerprint, 0: none)",
         'x', tr_run_groups_hash(t->reg, t->ctx.params, t->ctx.n_tensors));
 #undef TR__F
   return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n,
@@ -21237,10 +21275,22 @@ static tr_err tr__idle(tr_trainer *t, const char *fn) {
   return TR_OK;
 }
 
+/* The run's start, before anything fires: the run entered (tr__configure), then the ranks' start agreement
+   (TRAIN_MPI), which is told a refusal of the run layer's on any rank (a param_group naming no tensor, a bad
+   setting): every rank fails with its reason, none is left waiting at the run's first agreement. A rank
+   whose run entered leaves it when the agreement fails. */
+static tr_err tr__stage_start(tr_trainer *t, hk_stage stage, const tr_config *c, tr_err failed,
+                              tr_err (*agree)(tr_trainer *t, hk_stage stage, const void *arg, tr_err failed), const void *arg) {
+  int entered = !failed && !tr__configure(t, stage, c);
+  tr_err e = agree(t, stage, arg, entered ? TR_OK : failed ? failed : t->tr__err);
+  if (e && entered) tr_run_leave(t->reg, &t->ctx); /* nothing fired: the run ends as it began */
+  return e;
+}
+
+/* After tr__stage_start: setup, configure_model, the body, teardown (on failure on_exception first). */
 static tr_err tr__stage_run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t, const void *arg), const void *arg) {
   hk_flow kept = t->tr__flow; /* a fit starts from what a checkpoint holds (a held stop, a skipped step) */
   tr_err e;
-  if (tr__configure(t, stage, stage == HK_STAGE_FIT ? t->tr__cfg : NULL)) return t->tr__err; /* nothing fired yet */
   t->tr__sync_only = 0;
   t->running = stage;
   t->ctx.stage = stage;
@@ -21279,6 +21329,10 @@ static void tr__eval_body(tr_trainer *t, const void *arg) {
   if (!t->tr__err) tr__hand_requests(t, HK_REQUEST_LOG); /* the log line; an evaluation honours nothing else */
 }
 
+static tr_err tr__eval_agree(tr_trainer *t, hk_stage stage, const void *arg, tr_err failed) {
+  const tr__eval *e = (const tr__eval *)arg;
+  return tr__dist_start_eval(t, stage, failed ? NULL : e->data, e->limit, failed);
+}
 static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__eval *e, const char *fn) {
   tr_err err = TR_OK;
   if (!t) return TR_ERR_INVALID;
@@ -21286,7 +21340,7 @@ static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__eval *e, con
   if (!e->data || !e->data->count || !e->data->get == !e->data->next)
     err = tr__fail(t, TR_ERR_INVALID, "%s: the data needs count, and get or next (one of them)", fn);
   else if (e->predict && !t->model.predict) err = tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
-  if ((err = tr__dist_start_eval(t, stage, err ? NULL : e->data, e->limit, err)) != TR_OK) return err;
+  if ((err = tr__stage_start(t, stage, NULL, err, tr__eval_agree, e)) != TR_OK) return err;
   return tr__stage_run(t, stage, tr__eval_body, e);
 }
 
@@ -21716,6 +21770,11 @@ static void tr__keep_data_state(tr_trainer *t, const tr_data *d) {
   t->tr__data_state = b;
 }
 
+static tr_err tr__fit_agree(tr_trainer *t, hk_stage stage, const void *arg, tr_err failed) {
+  (void)stage;
+  return tr__dist_start_fit(t, (const tr_config *)arg, failed);
+}
+
 TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr_config c;
   tr_err e;
@@ -21730,16 +21789,22 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
     c.resume_from = requeued = tr__preempt_resume(&c.preempt, c.save_to); /* a requeued job's first fit */
   if (requeued && tr__requeue_foreign(t, requeued, foreign, sizeof foreign)) /* only this job's own checkpoint */
     c.resume_from = requeued = NULL;
-  if ((e = tr__dist_start_fit(t, &c, e)) != TR_OK) return e; /* every rank: the same run length (TRAIN_MPI) */
-  t->tr__cfg = &c;
-  t->tr__accum = c.accumulate_grad_batches;
-  t->ctx.epoch = t->epoch;
-  t->ctx.global_step = t->global_step;
-  t->ctx.samples_seen = t->samples_seen;
-  t->lr = tr__current_lr(t);
-  t->tr__sigint_count = t->tr__preempt_count = 0;
-  t->tr__sigterm = 0;
-  t->tr__sig_deferred = t->tr__dist != NULL;
+  if (!e) {
+    t->tr__cfg = &c;
+    t->tr__accum = c.accumulate_grad_batches;
+    t->ctx.epoch = t->epoch;
+    t->ctx.global_step = t->global_step;
+    t->ctx.samples_seen = t->samples_seen;
+    t->lr = tr__current_lr(t);
+    t->tr__sigint_count = t->tr__preempt_count = 0;
+    t->tr__sigterm = 0;
+    t->tr__sig_deferred = t->tr__dist != NULL;
+  }
+  if ((e = tr__stage_start(t, HK_STAGE_FIT, &c, e, tr__fit_agree, &c)) != TR_OK) { /* every rank: the same run length (TRAIN_MPI) */
+    t->tr__sig_deferred = 0;
+    t->tr__cfg = NULL;
+    return e;
+  }
   if (t->ctx.rank == 0 && foreign[0]) tr_run_say(t->reg, &t->ctx, "train.h", "%s", foreign);
 
   e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL); /* (the run installs the stop signals: tr_run_enter) */

@@ -12,9 +12,12 @@
 #                           early_stopping on every rank (rank 0 alone writes files, also in the background: mcasync); a checkpoint requested
 #                           on the last rank, written by rank 0, resumed in a new mpirun: exact; ranks that
 #                           differ (run length, model size or layout, a refused config, a resume, the
-#                           accumulation, the function called, a rank gone early, the parameter groups) fail
+#                           accumulation, the function called, a rank gone early, the parameter groups,
+#                           finetuning's schedule) fail
 #                           every rank with an error naming the values per rank instead of hanging (test_mpi
-#                           mismatch);
+#                           mismatch); a refusal at a run's start on one rank only (the run layer's, a directory,
+#                           a resume, a hook; tr_fit, tr_validate, tr_predict): every rank fails with its reason
+#                           (test_mpi onerank);
 #                           on_exception_checkpoint or a hook's tr_save on one rank only: one error everywhere
 #                           (oecone, oeczero, saveone); a learning rate changed on one rank (tr_lr_scale,
 #                           lr_finder) agreed, bit-identical to every rank changing it; changed differently:
@@ -88,12 +91,19 @@ test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 	  || { cat scen.out; echo "test-mpi: 8 ranks on 7 batches failed"; exit 1; }; \
 	echo "test-mpi: 8 ranks, 7 training and 7 validation batches (no training batch, one rank without validation): no hang"; \
 	for w in 2 3; do for m in epochs "size hidden=16,32,16" "size hidden=16,116666,16" "size hidden=16,16,32" names initfail \
-	    fitfail val resume files fileszero outofstep calls exit exitinit groups groupsnone groupsequal; do set -- $$m; \
+	    fitfail val resume files fileszero outofstep calls exit exitinit groups groupsnone groupsequal ft ftequal; do set -- $$m; \
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi mismatch what=$$1 $$2 > scen.out 2>&1 \
 	    || { cat scen.out; echo "test-mpi: mismatch $$m on $$w ranks failed (or hung)"; exit 1; }; done; done; \
 	echo "test-mpi: mismatches (max_epochs, 99/195/~700k parameters, tensor names, validation data, a refused tr_init or tr_fit \
 	config, a resume on one rank, two checkpoints with the same counters (with and without zero), tr_set_accumulation on one rank, tr_validate vs tr_test, a rank gone before tr_init or tr_fit, \
-	parameter groups that differ or a param_group on one rank only; the same groups spelt differently run): a clear error on every rank, no hang (2 and 3 ranks)"; \
+	parameter groups that differ or a param_group on one rank only, finetuning's schedules that differ; the same groups or \
+	finetuning spelt differently run): a clear error on every rank, no hang (2 and 3 ranks)"; \
+	for w in 2 3; do for m in spec dir resume done hook valspec predir predhook; do rm -rf onerank.file onerank_done.ckpt; \
+	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi onerank what=$$m > scen.out 2>&1 \
+	    || { cat scen.out; echo "test-mpi: onerank $$m on $$w ranks failed (or hung)"; exit 1; }; done; done; \
+	echo "test-mpi: a refusal at a run's start on one rank only (a param_group naming no tensor in tr_fit and tr_validate, \
+	model_checkpoint's or prediction_writer's directory not writable, resume_from missing or with nothing left, an \
+	on_fit_start or setup hook failing): every rank fails with that rank's reason, none waits; the next run trains (2 and 3 ranks)"; \
 	for m in stop fail skip sigterm uneven rank0 configfail mc mcasync; do ./test_mpi_plain $$m > scen.out 2>&1 || { cat scen.out; exit 1; }; done; \
 	echo "test-mpi: the same scenarios in one process (plain build, ASan+UBSan): passed"; \
 	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=straight.bin epochs=4 > fit.out; \

@@ -16,6 +16,7 @@
      test_mpi_plain diff A B TOL   max |a-b| of two parameter files; fails above TOL; prints it
      test_mpi stop | fail | failload | configfail | skip | sigterm | uneven | rank0   one scenario each
      test_mpi mismatch what=W [hidden=H0,H1,..]   ranks that differ: see mode_mismatch
+     test_mpi onerank what=W   a refusal at a run's start on the last rank only: see mode_onerank
      test_mpi[_plain] zerobad   zero's refusals and failed saves (mode_zerobad; tests/zero.mk)
      test_mpi pw fmt=F interval=I [name=N] [dir=D] [logs=1 [resume=1]] [foreign=R]   prediction_writer (mode_pw)
    Every check that fails prints what and exits 1 (mpirun then ends the whole job with rc != 0). */
@@ -527,8 +528,10 @@ static int mode_scenario(const char *mode) {
      exit       rank 1 returns before tr_fit (mpi_timeout=2)            rank 0's tr_fit: TR_ERR_COMM in ~2 s
      exitinit   rank 1 returns before tr_init (mpi_timeout=2)           rank 0's tr_init: TR_ERR_COMM in ~2 s
      groups     rank 1's param_group gives w1|b1 another lr_mult        tr_fit: TR_ERR_INVALID (the parameter groups)
-     groupsnone rank 1 alone has a param_group that names no tensor     tr_fit: TR_ERR_INVALID (the parameter groups)
-     groupsequal  the same groups, spelt differently on rank 1          tr_fit: TR_OK */
+     groupsnone rank 1 alone has a param_group that names no tensor     tr_fit: TR_ERR_INVALID (rank 1's refusal)
+     groupsequal  the same groups, spelt differently on rank 1          tr_fit: TR_OK
+     ft         rank 1's finetuning unfreezes at epoch 2, the others' at 1  tr_fit: TR_ERR_INVALID (the parameter groups)
+     ftequal    the same finetuning, spelt differently on rank 1        tr_fit: TR_OK, the parameters equal everywhere */
 static hk_signal change_accum(hk_ctx *ctx, void *u) {
   (void)u;
   if (ctx->rank == 1 && ctx->epoch == 1) tr_set_accumulation((tr_trainer *)ctx->trainer, 2);
@@ -635,6 +638,12 @@ static int mode_mismatch(void) {
     if (!strcmp(what, "groupsnone")) spec = odd ? "param_group(match=nothere, frozen=true)" : NULL;
     if (spec) CHECK(hk_spec_apply(r.t.reg, spec) == HK_OK, "%s", hk_last_error(r.t.reg));
   }
+  if (!strncmp(what, "ft", 2)) { /* finetuning's schedule decides the updates as much as a param_group */
+    const char *spec = "finetuning(match=w1|b1, unfreeze_at_epoch=1, lr_factor=2)";
+    if (!strcmp(what, "ft") && odd) spec = "finetuning(match=w1|b1, unfreeze_at_epoch=2, lr_factor=2)";
+    if (!strcmp(what, "ftequal") && odd) spec = "finetuning(match=b1|w1, unfreeze_at_epoch=1, lr_factor=2.0)";
+    CHECK(hk_spec_apply(r.t.reg, spec) == HK_OK, "%s", hk_last_error(r.t.reg));
+  }
   if (!strcmp(what, "exit") && odd) goto done; /* returns without tr_fit: main calls MPI_Finalize */
   if (!strcmp(what, "calls")) e = rank_ == 0 ? tr_validate(&r.t, &r.vd, 0, NULL) : tr_test(&r.t, &r.vd, 0, NULL);
   else e = tr_fit(&r.t, &c);
@@ -655,12 +664,26 @@ static int mode_mismatch(void) {
            "parameter groups): max_epochs (rank 0: 3, rank 1: 1");
     CHECK(r.t.global_step == 0 && exceptions == 0, "refused before anything ran");
   }
-  if (!strcmp(what, "groups") || !strcmp(what, "groupsnone")) {
+  if (!strcmp(what, "groupsnone")) { /* its run layer refused the start: every rank is told why (tr_run_enter) */
+    expect(&r.t, e, TR_ERR_INVALID, odd ? "tr_run_enter: param_group: match=nothere names none" : "rank 1: tr_run_enter: param_group: match=nothere names none");
+    CHECK(r.t.global_step == 0 && exceptions == 0, "refused before anything ran");
+  }
+  if (!strcmp(what, "groups")) {
     expect(&r.t, e, TR_ERR_INVALID, "tr_fit: the ranks differ in what decides the run's length and its updates (tr_config, "
            "parameter groups): the parameter groups (");
     expect(&r.t, e, TR_ERR_INVALID, "fingerprint, 0: none) (rank 0: ");
     CHECK(!strstr(tr_error(&r.t), "max_epochs"), "only what differs is named: %s", tr_error(&r.t));
     CHECK(r.t.global_step == 0 && exceptions == 0, "refused before anything ran");
+  }
+  if (!strcmp(what, "ft")) {
+    expect(&r.t, e, TR_ERR_INVALID, "tr_fit: the ranks differ in what decides the run's length and its updates (tr_config, "
+           "parameter groups): the parameter groups (");
+    expect(&r.t, e, TR_ERR_INVALID, "finetuning: the tensors it takes, unfreeze_at_epoch");
+    CHECK(r.t.global_step == 0 && exceptions == 0, "refused before anything ran");
+  }
+  if (!strcmp(what, "ftequal")) {
+    CHECK(e == TR_OK && r.t.global_step > 0, "the same finetuning: %s", tr_error(&r.t));
+    same_everywhere(hash(r.net.params, r.net.num_params * sizeof(float)), "the parameters");
   }
   if (!strcmp(what, "groupsequal")) CHECK(e == TR_OK && r.t.global_step > 0, "the same groups: %s", tr_error(&r.t));
   if (!strcmp(what, "fitfail")) expect(&r.t, e, TR_ERR_INVALID, odd ? "tr_fit: max_*" : "rank 1: tr_fit: max_*");
@@ -686,6 +709,82 @@ done:
   mlp_free(&r.net);
   spirals_free(&r.train);
   spirals_free(&r.val);
+  return 0;
+}
+
+/* ---- a refusal on one rank only (before the run's first agreement): every rank fails with that rank's reason,
+   none waits for it (each mpirun under `timeout`: a hang fails the test). The last rank is the odd one, rank 0
+   where the refusal is about a file (rank 0 alone writes); on=R: rank R:
+     spec      its spec's param_group names no tensor: the run layer        tr_fit refused before anything fires
+               refuses the start (tr_run_enter)
+     dir       its spec's model_checkpoint has dirpath= a regular file      tr_fit refused at on_fit_start
+     resume    its resume_from does not exist                               tr_fit refused before anything fires
+     done      it alone resumes a finished run (nothing left to train)      tr_fit refused before anything fires
+     hook      its on_fit_start hook fails                                  tr_fit
+     valspec   as spec, in tr_validate (it used to leave the others waiting)
+     predir    its prediction_writer has dirpath= a regular file            tr_predict refused at on_predict_start
+     predhook  its setup hook fails                                         tr_predict
+   Then every rank runs again with nothing odd: the trainer still works (the ranks still talk). */
+static hk_signal fail_here(hk_ctx *ctx, void *u) { (void)u; return hk_fail(ctx, "refused on purpose on rank %d", ctx->rank); }
+static int onerank_predict(void *user, void *batch, void **outputs) { (void)user; (void)batch; *outputs = NULL; return 0; }
+static int mode_onerank(void) {
+  const char *what = arg("what", "");
+  int files = !strcmp(what, "dir") || !strcmp(what, "predir");
+  int on = iarg("on", files ? 0 : world_ - 1), odd = rank_ == on;
+  run r;
+  tr_config c;
+  tr_err e;
+  char needle[200];
+  const char *reason = "";
+  double mean = 0;
+  run_init(&r, 40, 20, 16, 0);
+  r.t.model.predict = onerank_predict;
+  hk_on(r.t.reg, HK_ON_EXCEPTION, on_exc, NULL, NULL, NULL);
+  c = run_config(&r, 2);
+  if (odd) {
+    FILE *f = fopen("onerank.file", "w"); /* a regular file where a directory is wanted */
+    CHECK(f && fclose(f) == 0, "onerank.file");
+  }
+  if (!strcmp(what, "done")) { /* every rank: one finished epoch, saved (rank 0 writes) */
+    tr_config once = run_config(&r, 1);
+    CHECK(tr_fit(&r.t, &once) == TR_OK && tr_save(&r.t, "onerank_done.ckpt") == TR_OK, "%s", tr_error(&r.t));
+    c.max_epochs = 1;
+    if (odd) c.resume_from = "onerank_done.ckpt", reason = "nothing";
+  }
+  if (odd) {
+    const char *spec = !strcmp(what, "spec") || !strcmp(what, "valspec") ? "param_group(match=nothere, frozen=true)" :
+                       !strcmp(what, "dir") ? "model_checkpoint(dirpath=onerank.file)" :
+                       !strcmp(what, "predir") ? "prediction_writer(dirpath=onerank.file)" : NULL;
+    if (spec) CHECK(hk_spec_apply(r.t.reg, spec) == HK_OK, "%s", hk_last_error(r.t.reg));
+    if (!strcmp(what, "resume")) c.resume_from = "onerank_missing.ckpt", reason = "onerank_missing.ckpt";
+    if (!strcmp(what, "hook")) hk_on(r.t.reg, HK_ON_FIT_START, fail_here, NULL, NULL, NULL), reason = "refused on purpose";
+    if (!strcmp(what, "predhook")) hk_on(r.t.reg, HK_SETUP, fail_here, NULL, NULL, NULL), reason = "refused on purpose";
+    if (files) reason = "onerank.file";
+    if (!strcmp(what, "spec") || !strcmp(what, "valspec")) reason = "tr_run_enter: param_group: match=nothere names none";
+  }
+  if (!strcmp(what, "valspec")) e = tr_validate(&r.t, &r.vd, 0, &mean);
+  else if (!strcmp(what, "predir") || !strcmp(what, "predhook")) e = tr_predict(&r.t, &r.vd, 0);
+  else e = tr_fit(&r.t, &c);
+  printf("onerank %s: rank %d of %d: %s after %lld steps: %s\n", what, rank_, world_, tr_err_name(e), (long long)r.t.global_step, tr_error(&r.t));
+  same_everywhere((uint64_t)e, "the result");
+  CHECK(e != TR_OK, "rank %d: %s succeeded", rank_, what);
+  if (odd) CHECK(strstr(tr_error(&r.t), reason) != NULL, "its own reason (%s): %s", reason, tr_error(&r.t));
+  else {
+    snprintf(needle, sizeof needle, "rank %d: ", on);
+    CHECK(strstr(tr_error(&r.t), needle) && strstr(tr_error(&r.t), reason), "the last rank's reason (%s%s): %s", needle, reason, tr_error(&r.t));
+  }
+  CHECK(exceptions == 0 || !strcmp(what, "dir") || !strcmp(what, "resume") || !strcmp(what, "hook") || !strcmp(what, "predir") || !strcmp(what, "predhook"),
+        "refused before anything fired, yet on_exception ran");
+  same_everywhere((uint64_t)r.t.global_step, "global_step");
+  tr_free(&r.t); /* then a run with nothing odd: every rank trains */
+  mlp_free(&r.net);
+  spirals_free(&r.train);
+  spirals_free(&r.val);
+  run_init(&r, 40, 20, 16, 0);
+  c = run_config(&r, 1);
+  CHECK(tr_fit(&r.t, &c) == TR_OK, "the next run: %s", tr_error(&r.t));
+  same_everywhere(hash(r.net.params, r.net.num_params * sizeof(float)), "the parameters");
+  run_free(&r);
   return 0;
 }
 
@@ -971,6 +1070,7 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "fit")) rc = mode_fit();
   else if (!strcmp(mode, "mismatch")) rc = mode_mismatch();
   else if (!strcmp(mode, "zerobad")) rc = mode_zerobad();
+  else if (!strcmp(mode, "onerank")) rc = mode_onerank();
   else if (!strcmp(mode, "pw")) rc = mode_pw();
   else if (mode[0]) rc = mode_scenario(mode);
   else { fprintf(stderr, "usage: see tests/test_mpi.c\n"); rc = 2; }

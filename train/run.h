@@ -266,7 +266,9 @@ typedef struct tr_tensor_opt {
 /* 1 when some tensor's settings may differ from the run's. */
 TRAIN_API int tr_run_grouped(hk_registry *reg);
 /* Before the run's start: a hash of what the registered groups give the n tensors of v (each one's lr
-   multiplier, weight decay, frozen; and whether a group names none, which refuses the start); 0 with none.
+   multiplier, weight decay, frozen; whether a group names none, which refuses the start; finetuning's
+   schedule: the tensors it takes, unfreeze_at_epoch, lr_factor, initial_ratio, initial_lr, align, whether
+   lr_factor_at is given); 0 with none.
    Processes compare it before they train together (train.h's MPI strategy): the same groups spelt
    differently hash the same. */
 TRAIN_API uint64_t tr_run_groups_hash(hk_registry *reg, const hk_tensor *v, int n);
@@ -400,8 +402,15 @@ typedef struct tr__run_priv {
   int n_tg;
 } tr__run_priv;
 /* A param_group's rule: the tensors matching `match` get the fields it gives (lr_mult 0 and weight_decay 0:
-   not given, TR_ZERO_F: an explicit 0; frozen TR_YES / TR_NO, 0: not given). Later rules win. */
-typedef struct tr__pg_rule { const char *match, *who; double lr_mult, weight_decay; int frozen; } tr__pg_rule;
+   not given, TR_ZERO_F: an explicit 0; frozen TR_YES / TR_NO, 0: not given). Later rules win. schedule: what
+   else its owner decides about the n tensors' updates (finetuning's unfreeze schedule), folded into h for
+   tr_run_groups_hash; NULL: nothing. */
+typedef struct tr__pg_rule {
+  const char *match, *who;
+  double lr_mult, weight_decay;
+  int frozen;
+  uint64_t (*schedule)(const struct tr__pg_rule *r, const hk_tensor *v, int n, uint64_t h);
+} tr__pg_rule;
 /* A tensor's settings: the rules' (lr_mult, wd, frozen), the run's own (off, scale: tr_run_tensor_set);
    taken: updates before the stretch begun at step since. */
 typedef struct tr__tgroup { double lr_mult, wd, scale; int has_wd, frozen, off; int64_t taken, since; } tr__tgroup;
@@ -927,6 +936,8 @@ TRAIN_API uint64_t tr_run_groups_hash(hk_registry *reg, const hk_tensor *v, int 
   }
   bad = tr__group_unmatched(q, v, n) >= 0;
   h = tr__fnv(h, (const unsigned char *)&bad, sizeof bad);
+  for (i = 0; i < q->n_rules; i++) /* in the rules' order: finetuning's schedule */
+    if (q->rules[i]->schedule) h = q->rules[i]->schedule(q->rules[i], v, n, h);
   return h ? h : 1;
 }
 /* At the run's start, before anything fires: every tensor's settings from the rules in order. A rule that

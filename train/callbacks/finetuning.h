@@ -62,6 +62,28 @@ static void tr__ft_destroy(void *user) {
 static int tr__ft_takes(const tr__ft *s, const char *name) {
   return tr_name_match(s->match, name) && !(s->train_norms && s->norms[0] && tr_name_match(s->norms, name));
 }
+/* What decides its effect on the updates, for tr_run_groups_hash (several processes compare it at a fit's
+   start): which of the n tensors it takes (match, norms, train_norms), when it unfreezes and the ratio's
+   schedule. lr_factor_at: only whether it is given (a function's address says nothing across processes). */
+static uint64_t tr__ft_schedule(const tr__pg_rule *r, const hk_tensor *v, int n, uint64_t h) {
+  const tr__ft *s = (const tr__ft *)(const void *)((const char *)r - offsetof(tr__ft, rule));
+  double x[3];
+  int64_t k[4];
+  int i;
+  for (i = 0; i < n; i++) {
+    unsigned char takes = (unsigned char)tr__ft_takes(s, v[i].name);
+    h = tr__fnv(h, &takes, 1);
+  }
+  x[0] = s->factor;
+  x[1] = s->initial_ratio;
+  x[2] = s->initial_lr + 0.0;
+  k[0] = s->at;
+  k[1] = s->align;
+  k[2] = s->factor_at != NULL;
+  k[3] = 0;
+  h = tr__fnv(h, (const unsigned char *)x, sizeof x);
+  return tr__fnv(h, (const unsigned char *)k, sizeof k);
+}
 /* The backbone's tensors as the state says, on the run's table as it was built at the start: frozen since the
    start (step 0), and unfrozen at unfrozen_at with the ratio (tr_run_tensor_set counts their steps from there). */
 static hk_signal tr__ft_apply(tr__ft *s, hk_ctx *ctx, int fresh) {
@@ -153,6 +175,7 @@ static tr_err tr__ft_make(hk_registry *reg, const tr_finetuning_desc *d, hk_hand
     return tr__ft_destroy(s), tr__bad(w, "finetuning: out of memory"), TR_ERR_NOMEM;
   s->rule.match = s->match;
   s->rule.who = "finetuning";
+  s->rule.schedule = tr__ft_schedule;
   s->at = at;
   s->last_epoch = -1;
   s->factor = d->lr_factor > 0 ? d->lr_factor : 2.0;

@@ -534,10 +534,22 @@ static tr_err tr__idle(tr_trainer *t, const char *fn) {
   return TR_OK;
 }
 
+/* The run's start, before anything fires: the run entered (tr__configure), then the ranks' start agreement
+   (TRAIN_MPI), which is told a refusal of the run layer's on any rank (a param_group naming no tensor, a bad
+   setting): every rank fails with its reason, none is left waiting at the run's first agreement. A rank
+   whose run entered leaves it when the agreement fails. */
+static tr_err tr__stage_start(tr_trainer *t, hk_stage stage, const tr_config *c, tr_err failed,
+                              tr_err (*agree)(tr_trainer *t, hk_stage stage, const void *arg, tr_err failed), const void *arg) {
+  int entered = !failed && !tr__configure(t, stage, c);
+  tr_err e = agree(t, stage, arg, entered ? TR_OK : failed ? failed : t->tr__err);
+  if (e && entered) tr_run_leave(t->reg, &t->ctx); /* nothing fired: the run ends as it began */
+  return e;
+}
+
+/* After tr__stage_start: setup, configure_model, the body, teardown (on failure on_exception first). */
 static tr_err tr__stage_run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t, const void *arg), const void *arg) {
   hk_flow kept = t->tr__flow; /* a fit starts from what a checkpoint holds (a held stop, a skipped step) */
   tr_err e;
-  if (tr__configure(t, stage, stage == HK_STAGE_FIT ? t->tr__cfg : NULL)) return t->tr__err; /* nothing fired yet */
   t->tr__sync_only = 0;
   t->running = stage;
   t->ctx.stage = stage;
@@ -576,6 +588,10 @@ static void tr__eval_body(tr_trainer *t, const void *arg) {
   if (!t->tr__err) tr__hand_requests(t, HK_REQUEST_LOG); /* the log line; an evaluation honours nothing else */
 }
 
+static tr_err tr__eval_agree(tr_trainer *t, hk_stage stage, const void *arg, tr_err failed) {
+  const tr__eval *e = (const tr__eval *)arg;
+  return tr__dist_start_eval(t, stage, failed ? NULL : e->data, e->limit, failed);
+}
 static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__eval *e, const char *fn) {
   tr_err err = TR_OK;
   if (!t) return TR_ERR_INVALID;
@@ -583,7 +599,7 @@ static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__eval *e, con
   if (!e->data || !e->data->count || !e->data->get == !e->data->next)
     err = tr__fail(t, TR_ERR_INVALID, "%s: the data needs count, and get or next (one of them)", fn);
   else if (e->predict && !t->model.predict) err = tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
-  if ((err = tr__dist_start_eval(t, stage, err ? NULL : e->data, e->limit, err)) != TR_OK) return err;
+  if ((err = tr__stage_start(t, stage, NULL, err, tr__eval_agree, e)) != TR_OK) return err;
   return tr__stage_run(t, stage, tr__eval_body, e);
 }
 
@@ -1013,6 +1029,11 @@ static void tr__keep_data_state(tr_trainer *t, const tr_data *d) {
   t->tr__data_state = b;
 }
 
+static tr_err tr__fit_agree(tr_trainer *t, hk_stage stage, const void *arg, tr_err failed) {
+  (void)stage;
+  return tr__dist_start_fit(t, (const tr_config *)arg, failed);
+}
+
 TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr_config c;
   tr_err e;
@@ -1027,16 +1048,22 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
     c.resume_from = requeued = tr__preempt_resume(&c.preempt, c.save_to); /* a requeued job's first fit */
   if (requeued && tr__requeue_foreign(t, requeued, foreign, sizeof foreign)) /* only this job's own checkpoint */
     c.resume_from = requeued = NULL;
-  if ((e = tr__dist_start_fit(t, &c, e)) != TR_OK) return e; /* every rank: the same run length (TRAIN_MPI) */
-  t->tr__cfg = &c;
-  t->tr__accum = c.accumulate_grad_batches;
-  t->ctx.epoch = t->epoch;
-  t->ctx.global_step = t->global_step;
-  t->ctx.samples_seen = t->samples_seen;
-  t->lr = tr__current_lr(t);
-  t->tr__sigint_count = t->tr__preempt_count = 0;
-  t->tr__sigterm = 0;
-  t->tr__sig_deferred = t->tr__dist != NULL;
+  if (!e) {
+    t->tr__cfg = &c;
+    t->tr__accum = c.accumulate_grad_batches;
+    t->ctx.epoch = t->epoch;
+    t->ctx.global_step = t->global_step;
+    t->ctx.samples_seen = t->samples_seen;
+    t->lr = tr__current_lr(t);
+    t->tr__sigint_count = t->tr__preempt_count = 0;
+    t->tr__sigterm = 0;
+    t->tr__sig_deferred = t->tr__dist != NULL;
+  }
+  if ((e = tr__stage_start(t, HK_STAGE_FIT, &c, e, tr__fit_agree, &c)) != TR_OK) { /* every rank: the same run length (TRAIN_MPI) */
+    t->tr__sig_deferred = 0;
+    t->tr__cfg = NULL;
+    return e;
+  }
   if (t->ctx.rank == 0 && foreign[0]) tr_run_say(t->reg, &t->ctx, "train.h", "%s", foreign);
 
   e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL); /* (the run installs the stop signals: tr_run_enter) */

@@ -451,12 +451,14 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   tr__dist_lr_now(t, d->lr); /* agreed above (the optimizer's settings): what a change is measured from */
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) { /* llm.c's way: rank 0 makes the id, MPI carries it, every rank joins */
-    ncclUniqueId id;
+    struct { ncclUniqueId id; int32_t ok; } x; /* ok: rank 0 made it (else no rank waits in ncclCommInitRank) */
     ncclResult_t nr = ncclSuccess;
-    memset(&id, 0, sizeof id);
-    if (rank == 0) nr = ncclGetUniqueId(&id);
-    if ((rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, d->comm)) != MPI_SUCCESS) return tr__dist_fail(t, rc, "tr_init: MPI_Bcast (NCCL id)");
-    if (nr == ncclSuccess) nr = ncclCommInitRank(&d->nccl, world, id, rank);
+    memset(&x, 0, sizeof x);
+    if (rank == 0) x.ok = (nr = ncclGetUniqueId(&x.id)) == ncclSuccess;
+    if ((rc = MPI_Bcast(&x, (int)sizeof x, MPI_BYTE, 0, d->comm)) != MPI_SUCCESS) return tr__dist_fail(t, rc, "tr_init: MPI_Bcast (NCCL id)");
+    if (!x.ok && rank != 0)
+      return tr__fail(t, TR_ERR_DEVICE, "tr_init: rank 0: NCCL could not make the ranks' id (ncclGetUniqueId failed there)");
+    if (nr == ncclSuccess) nr = ncclCommInitRank(&d->nccl, world, x.id, rank);
     if (nr != ncclSuccess) {
       d->nccl = NULL;
       return tr__fail(t, TR_ERR_DEVICE, "tr_init: NCCL could not join the %d ranks: %s (one GPU per rank: select it with "
@@ -468,8 +470,9 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
 }
 
 /* What decides a fit's length and its collectives, the same on every rank (as resolved by tr__resolve),
-   and its updates: the parameter groups (registered before the run, resolved at its start), which ranks
-   that differ would train apart with, silently. */
+   and its updates: the parameter groups and finetuning's schedule (registered before the run, resolved at
+   its start), which ranks that differ would train apart with, silently. A rank whose start was refused
+   (failed: its config, its run layer, its resume) tells the others here (tr__stage_start). */
 static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) {
   tr__fact f[17];
   double clip = 0;
@@ -495,7 +498,8 @@ static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err faile
   memcpy(&f[n].v, &clip, sizeof clip);
   n++;
   TR__F("save_to", 'b', !failed && c->save_to != NULL);
-  TR__F("the parameter groups (param_group: each tensor's lr_mult, weight_decay and frozen; fingerprint, 0: none)",
+  TR__F("the parameter groups (param_group: each tensor's lr_mult, weight_decay and frozen; finetuning: the tensors it takes, "
+        "unfreeze_at_epoch, lr_factor, initial_ratio, initial_lr, align; fingerprint, 0: none)",
         'x', tr_run_groups_hash(t->reg, t->ctx.params, t->ctx.n_tensors));
 #undef TR__F
   return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n,
