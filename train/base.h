@@ -408,7 +408,7 @@ static uint64_t tr__sum_word(uint64_t h, uint64_t w) {
   h = (h ^ w) * 0x9e3779b97f4a7c15ull;
   return h ^ h >> 32;
 }
-static uint64_t tr__le64(const unsigned char *p) {
+static uint64_t tr__get64(const unsigned char *p) {
   const uint32_t one = 1;
   uint64_t w;
   if (*(const unsigned char *)&one != 1) return tr__get(p, 8);
@@ -422,18 +422,18 @@ static void tr__sum_add(tr__sum *s, const void *data, size_t n) {
     s->tail |= (uint64_t)*p++ << 8 * (s->n & 7);
     if ((s->n & 7) == 7) TR__SUM_LANE(s) = tr__sum_word(TR__SUM_LANE(s), s->tail), s->tail = 0;
   }
-  for (; n >= 8 && (s->n & 31); n -= 8, p += 8, s->n += 8) TR__SUM_LANE(s) = tr__sum_word(TR__SUM_LANE(s), tr__le64(p));
+  for (; n >= 8 && (s->n & 31); n -= 8, p += 8, s->n += 8) TR__SUM_LANE(s) = tr__sum_word(TR__SUM_LANE(s), tr__get64(p));
   if (n >= 32) {
     uint64_t a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3];
     for (; n >= 32; n -= 32, p += 32, s->n += 32) {
-      a = tr__sum_word(a, tr__le64(p));
-      b = tr__sum_word(b, tr__le64(p + 8));
-      c = tr__sum_word(c, tr__le64(p + 16));
-      d = tr__sum_word(d, tr__le64(p + 24));
+      a = tr__sum_word(a, tr__get64(p));
+      b = tr__sum_word(b, tr__get64(p + 8));
+      c = tr__sum_word(c, tr__get64(p + 16));
+      d = tr__sum_word(d, tr__get64(p + 24));
     }
     s->h[0] = a, s->h[1] = b, s->h[2] = c, s->h[3] = d;
   }
-  for (; n >= 8; n -= 8, p += 8, s->n += 8) TR__SUM_LANE(s) = tr__sum_word(TR__SUM_LANE(s), tr__le64(p));
+  for (; n >= 8; n -= 8, p += 8, s->n += 8) TR__SUM_LANE(s) = tr__sum_word(TR__SUM_LANE(s), tr__get64(p));
   for (; n > 0; n--, s->n++) s->tail |= (uint64_t)*p++ << 8 * (s->n & 7);
 }
 static uint64_t tr__sum_end(const tr__sum *s) {
