@@ -7298,10 +7298,18 @@ static const char *tr__run_lost(int e) {
        : e == 0 ? "another directory is there now than the one the run wrote" : strerror(e);
 }
 
+/* A version directory held (tr__dir_hold: *fd >= 0 once held) and its run_id read into id: 0 when it is want;
+   EXDEV another run's; else the hold's or the read's errno (ENOENT with *fd >= 0: no run_id file). */
+static int tr__run_dir_hold_own(const char *dir, const char *want, char id[33], int *fd, uint64_t *dev, uint64_t *ino) {
+  int e = tr__dir_hold(dir, fd, dev, ino);
+  if (!e && (e = tr__run_id_read(dir, id)) == 0 && strcmp(id, want)) e = EXDEV;
+  return e;
+}
 /* The checkpoint's version directory renamed under base (version_3 to baseline: its last name gone, or
-   claimed since by a fresh run) is known by its run id: the one directory there (no symlink: tr__dir_hold refuses those) whose run_id file
-   holds id replaces *look. 0; ENOENT none; EEXIST two or more (a copy, or a version a resume fell back to:
-   which one is the run's is not known, so neither is continued; why said in two); ENOMEM. */
+   claimed since by a fresh run) is known by its run id: the one directory there (no symlink: tr__dir_hold
+   refuses those) whose run_id file holds id replaces *look. 0; ENOENT none; EEXIST two or more (a copy, or a
+   version a resume fell back to: which one is the run's is not known, so neither is continued; why said in
+   two); ENOMEM. */
 static int tr__run_dir_find(const char *base, const char *id, char **look, char *two, size_t two_len) {
   char **names = NULL, *found = NULL, got[33];
   int n = tr__dir_names(base, "", &names), i, e = n < 0 ? ENOMEM : ENOENT, fd, first = -1;
@@ -7375,15 +7383,13 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
   } else if (q && q->cont_id[0]) { /* the checkpoint's version_N under base, known by its run id */
     const char *leaf = strrchr(q->cont_dir, '/');
     if (!(look = tr__join(base, leaf ? leaf + 1 : q->cont_dir))) { snprintf(why, why_len, "out of memory"); free(base); return NULL; }
-    e = tr__dir_hold(look, &fd, &dev, &ino);
-    if (!e && (e = tr__run_id_read(look, id)) == 0 && strcmp(id, q->cont_id)) e = EXDEV; /* another run's */
+    e = tr__run_dir_hold_own(look, q->cont_id, id, &fd, &dev, &ino);
     if ((e == ENOENT || e == EINVAL || e == EXDEV) && tr__run_dir_find(base, q->cont_id, &look, two, sizeof two) == 0) {
       /* its name gone, or another run's now (a fresh run claims a freed version_N): renamed, found by its run
          id, then held and checked as a leaf found by its name */
       tr__dir_release(fd);
       fd = -1;
-      e = tr__dir_hold(look, &fd, &dev, &ino);
-      if (!e && (e = tr__run_id_read(look, id)) == 0 && strcmp(id, q->cont_id)) e = EXDEV;
+      e = tr__run_dir_hold_own(look, q->cont_id, id, &fd, &dev, &ino);
     }
     if (!e) {
       cont = 1;
@@ -13204,13 +13210,17 @@ static int tr__pw_has_batch(const tr__pw *s) { return s->interval != TR_WRITE_EP
 static int tr__pw_has_epoch(const tr__pw *s) { return s->interval != TR_WRITE_BATCH; }
 
 /* <base>.<ext>, or <base>-batch_<N>.safetensors (batch >= 0), into s->path. */
+/* The file of the whole run (batch < 0) or of one batch (safetensors), in p of tr__pw_cap(s) bytes. */
+static size_t tr__pw_cap(const tr__pw *s) { return strlen(s->base) + 48; }
+static void tr__pw_name(const tr__pw *s, int64_t batch, char *p) {
+  if (batch < 0) snprintf(p, tr__pw_cap(s), "%s.%s", s->base, tr__pw_ext[s->format]);
+  else snprintf(p, tr__pw_cap(s), "%s-batch_%lld.safetensors", s->base, (long long)batch);
+}
 static int tr__pw_path(tr__pw *s, int64_t batch) {
-  size_t n = strlen(s->base) + 48;
-  char *p = (char *)realloc(s->path, n);
+  char *p = (char *)realloc(s->path, tr__pw_cap(s));
   if (!p) return -1;
   s->path = p;
-  if (batch < 0) snprintf(p, n, "%s.%s", s->base, tr__pw_ext[s->format]);
-  else snprintf(p, n, "%s-batch_%lld.safetensors", s->base, (long long)batch);
+  tr__pw_name(s, batch, p);
   s->pub.last_path = s->path;
   return 0;
 }
@@ -13233,11 +13243,8 @@ static tr__file_id *tr__pw_batch_id(tr__pw *s, int64_t b) {
    each of its names whose file still has that stamp; anything else at its paths stays refused. No run id yet
    (no checkpoint written): no record, as before. */
 static char *tr__pw_file(const tr__pw *s, int64_t batch) { /* tr__pw_path's path, s->path untouched */
-  size_t n = strlen(s->base) + 48;
-  char *p = (char *)malloc(n);
-  if (!p) return NULL;
-  if (batch < 0) snprintf(p, n, "%s.%s", s->base, tr__pw_ext[s->format]);
-  else snprintf(p, n, "%s-batch_%lld.safetensors", s->base, (long long)batch);
+  char *p = (char *)malloc(tr__pw_cap(s));
+  if (p) tr__pw_name(s, batch, p);
   return p;
 }
 static char *tr__pw_record_path(const tr__pw *s) {

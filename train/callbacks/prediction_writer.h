@@ -84,13 +84,17 @@ static int tr__pw_has_batch(const tr__pw *s) { return s->interval != TR_WRITE_EP
 static int tr__pw_has_epoch(const tr__pw *s) { return s->interval != TR_WRITE_BATCH; }
 
 /* <base>.<ext>, or <base>-batch_<N>.safetensors (batch >= 0), into s->path. */
+/* The file of the whole run (batch < 0) or of one batch (safetensors), in p of tr__pw_cap(s) bytes. */
+static size_t tr__pw_cap(const tr__pw *s) { return strlen(s->base) + 48; }
+static void tr__pw_name(const tr__pw *s, int64_t batch, char *p) {
+  if (batch < 0) snprintf(p, tr__pw_cap(s), "%s.%s", s->base, tr__pw_ext[s->format]);
+  else snprintf(p, tr__pw_cap(s), "%s-batch_%lld.safetensors", s->base, (long long)batch);
+}
 static int tr__pw_path(tr__pw *s, int64_t batch) {
-  size_t n = strlen(s->base) + 48;
-  char *p = (char *)realloc(s->path, n);
+  char *p = (char *)realloc(s->path, tr__pw_cap(s));
   if (!p) return -1;
   s->path = p;
-  if (batch < 0) snprintf(p, n, "%s.%s", s->base, tr__pw_ext[s->format]);
-  else snprintf(p, n, "%s-batch_%lld.safetensors", s->base, (long long)batch);
+  tr__pw_name(s, batch, p);
   s->pub.last_path = s->path;
   return 0;
 }
@@ -113,11 +117,8 @@ static tr__file_id *tr__pw_batch_id(tr__pw *s, int64_t b) {
    each of its names whose file still has that stamp; anything else at its paths stays refused. No run id yet
    (no checkpoint written): no record, as before. */
 static char *tr__pw_file(const tr__pw *s, int64_t batch) { /* tr__pw_path's path, s->path untouched */
-  size_t n = strlen(s->base) + 48;
-  char *p = (char *)malloc(n);
-  if (!p) return NULL;
-  if (batch < 0) snprintf(p, n, "%s.%s", s->base, tr__pw_ext[s->format]);
-  else snprintf(p, n, "%s-batch_%lld.safetensors", s->base, (long long)batch);
+  char *p = (char *)malloc(tr__pw_cap(s));
+  if (p) tr__pw_name(s, batch, p);
   return p;
 }
 static char *tr__pw_record_path(const tr__pw *s) {
