@@ -2,11 +2,12 @@
 # (bench/bench_compile.c; Debian's libstb-dev provides <stb/stb_image.h>).
 #   make bench-compile                        gcc, 5 rounds (about 3 minutes on a 2-core VM)
 #   make bench-compile BENCH_COMPILE_CC=clang BENCH_COMPILE_ROUNDS=3
-# Rows (the table at the top of bench/bench_compile.c) are a label and a list of -D flags; a row whose
-# define its header does not know yet is listed, not timed. Timed by the compiler's CPU time (user + sys
-# of the compiler and what it runs, getrusage(RUSAGE_CHILDREN)), not the wall clock: medians, and ratios
-# to stb_image.h's compile in the same round at the same flags (-O2, and -O3 -march=native) as a median
-# with its min-max over the rounds; the -O2 object's code + data; no thresholds.
+# Rows (the table at the top of bench/bench_compile.c) are a label and its flags (-D, or an -O overriding
+# the column's); a row whose define its header does not know yet is listed, not timed. Timed by the
+# compiler's CPU time (user + sys of the compiler and what it runs, getrusage(RUSAGE_CHILDREN)), not the
+# wall clock: medians, and ratios to stb_image.h's compile in the same round at the same flags (-O2, and
+# -O3 -march=native) as a median with its min-max over the rounds; the -O2 object's code + data; no
+# thresholds.
 BENCH_COMPILE_CC     ?= gcc
 BENCH_COMPILE_ROUNDS ?= 5
 
