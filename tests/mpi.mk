@@ -25,7 +25,8 @@
 #                           {rank} every rank its own files (csv, jsonl, safetensors; checked to hold that
 #                           rank's predictions, nothing else in the directory), the run directory's on every
 #                           rank, a later process (resume) takes each rank's files back, someone else's file at
-#                           one rank's path fails every rank before any batch; the example
+#                           one rank's path fails every rank before any batch; a run directory of 1,100 bytes
+#                           reaches every rank (test_mpi longdir); the example
 #   make test-mpi-nccl      TRAIN_MPI + TRAIN_CUDA (NCCL for device gradients): nvcc build, link, run (see below)
 #   make test-mpi-cores     more ranks than cores (--oversubscribe): one warning naming mpi_yield_when_idle
 #   make test-mpi-compile   TRAIN_MPI in the implementation TU (C99 with mpicc, also with -Wc++-compat;
@@ -127,6 +128,8 @@ test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 	echo "test-mpi: prediction_writer: rank 0 alone writes (said once), or with {rank} every rank its own files, each holding that rank's \
 	predictions; in the run directory on every rank; a later process takes its files back on every rank; a file of someone else's \
 	at one rank's path fails every rank before any batch, nothing written"; \
+	rm -rf longdir; $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi longdir > scen.out 2>&1 \
+	  || { cat scen.out; echo "test-mpi: a run directory of 1,100 bytes did not reach every rank"; exit 1; }; grep "^longdir: " scen.out; \
 	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./train_mpi | tail -n 1
 	@echo "test-mpi: all passed"
 

@@ -989,6 +989,35 @@ static int mode_pw(void) {
   return 0;
 }
 
+/* ---- longdir: a run directory longer than a checkpoint path may be (1,100 bytes: five 220-character levels) still
+   reaches every rank: each rank's prediction_writer (filename with {rank}) writes under rank 0's run directory */
+static int mode_longdir(void) {
+  char save[1200], spec[1500], want[1300];
+  const tr_prediction_writer_state *ps;
+  size_t n = (size_t)snprintf(save, sizeof save, "longdir");
+  tr_config c;
+  run r;
+  int k;
+  for (k = 0; k < 5; k++) n += (size_t)snprintf(save + n, sizeof save - n, "/%0220d", k);
+  snprintf(want, sizeof want, "%s/lightning_logs/version_0/predictions", save);
+  run_init(&r, 100, 40, 16, 0);
+  r.t.model.predict = pw_predict;
+  c = run_config(&r, 1);
+  snprintf(spec, sizeof spec, "csv(save_dir=%s); prediction_writer(format=csv, filename=p-{rank})", save);
+  CHECK(hk_spec_apply(r.t.reg, spec) == HK_OK, "%s", hk_last_error(r.t.reg));
+  CHECK(tr_fit(&r.t, &c) == TR_OK, "tr_fit: %s", tr_error(&r.t));
+  CHECK(tr_predict(&r.t, &r.vd, 0) == TR_OK, "tr_predict: %s", tr_error(&r.t));
+  ps = tr_prediction_writer_get(r.t.reg, hk_spec_find(r.t.reg, "prediction_writer", 0));
+  CHECK(ps && !strcmp(ps->dirpath, want), "rank %d's predictions went to %s, not under rank 0's run directory", rank_,
+        ps ? ps->dirpath : "?");
+  snprintf(spec, sizeof spec, "%s/p-%d.csv", want, rank_);
+  CHECK(access(spec, F_OK) == 0, "rank %d wrote no %s", rank_, spec);
+  if (rank_ == 0) printf("longdir: %d ranks: a run directory of %zu bytes reached every rank; each wrote its predictions there\n",
+                         world_, strlen(want) - strlen("/predictions"));
+  run_free(&r);
+  return 0;
+}
+
 /* ---- zero (tr_desc.zero): what is refused, and saves that fail, on every rank alike, without a hang ----------
    (the plain build: zero without TRAIN_MPI is refused, and nothing else runs) */
 #ifdef TRAIN_MPI
@@ -1072,6 +1101,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(mode, "zerobad")) rc = mode_zerobad();
   else if (!strcmp(mode, "onerank")) rc = mode_onerank();
   else if (!strcmp(mode, "pw")) rc = mode_pw();
+  else if (!strcmp(mode, "longdir")) rc = mode_longdir();
   else if (mode[0]) rc = mode_scenario(mode);
   else { fprintf(stderr, "usage: see tests/test_mpi.c\n"); rc = 2; }
 #ifdef TRAIN_MPI

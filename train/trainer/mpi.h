@@ -29,6 +29,7 @@ typedef tr_err (*tr__write_fn)(tr_trainer *t, const char *path);
 #endif
 
 #define TR__DIST_PATH 1024        /* a checkpoint path sent from rank 0: at most this many bytes */
+#define TR__DIST_DIR 4096         /* the run's directory sent from rank 0: Linux's PATH_MAX, a path open() takes */
 #define TR__DIST_CHUNK (1 << 20)  /* floats per collective call (counts are ints; bounds the gather buffer) */
 #define TR__FACTS 24              /* int64 per rank in a start agreement: where, this rank's error, facts */
 #define TR__ZERO_BLOCK 16         /* zero: shards are whole blocks of floats (64 bytes), the exchange's unit */
@@ -803,16 +804,22 @@ static void tr__dist_paths(tr_trainer *t) {
    start, after setup and configure_model, before the agreement there; a rank that has one keeps it. */
 static void tr__dist_run_dir(tr_trainer *t) {
   tr__dist *d = (tr__dist *)t->tr__dist;
-  struct { char dir[TR__DIST_PATH], id[40]; } x;
+  struct { char dir[TR__DIST_DIR], id[40]; } x; /* dir[0] = 1 and dir[1] = 0: rank 0's is too long to send */
   int rc;
   if (!d || d->broken || d->dead) return; /* (every rank alike: the run's start agreed) */
   memset(&x, 0, sizeof x);
   if (d->rank == 0) {
     const char *id, *dir = tr_run_dir_id(t->reg, &id);
-    if (dir && strlen(dir) < sizeof x.dir) memcpy(x.dir, dir, strlen(dir)); /* (longer: none sent) */
+    if (dir && strlen(dir) < sizeof x.dir) memcpy(x.dir, dir, strlen(dir));
+    else if (dir) x.dir[0] = 1;
     if (strlen(id) < sizeof x.id) memcpy(x.id, id, strlen(id));
   }
   if ((rc = MPI_Bcast(&x, (int)sizeof x, MPI_BYTE, 0, d->comm)) != MPI_SUCCESS) { tr__dist_fail(t, rc, "MPI_Bcast (the run directory)"); return; }
+  if (x.dir[0] == 1 && x.dir[1] == 0) { /* every rank alike, so the vote after fails every rank with this */
+    if (!t->tr__err) tr__fail(t, TR_ERR_INVALID, "the run's directory on rank 0 is %d bytes or longer, too long a path to open; "
+                              "give a shorter save_dir or name", TR__DIST_DIR);
+    return;
+  }
   if (d->rank == 0 || t->tr__err) return;
   x.dir[sizeof x.dir - 1] = x.id[sizeof x.id - 1] = 0;
   if (tr_run_dir_adopt(t->reg, x.dir, x.id) != TR_OK) tr__fail(t, TR_ERR_NOMEM, "%s", tr_run_error(t->reg)); /* (the vote after tells all) */
