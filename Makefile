@@ -148,8 +148,8 @@ TEST_JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 TEST_MAKE  = $(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target
 test: deps
 	@s=$$(date +%s); $(TEST_MAKE) test-all && echo "make test: all passed in $$(($$(date +%s) - s)) s"
-# The longest single recipes go first (test-mpi's mpiruns, the 20 s spec fuzzing), so that no core idles
-# at the end waiting for them. make starts a target's recipe only on a pass over the goal's prerequisites
+# The longest single recipes go first (test-mpi's mpiruns, test-train-sections' 82 builds one after
+# another, the 20 s spec fuzzing), so that no core idles at the end waiting for them. make starts a target's recipe only on a pass over the goal's prerequisites
 # after the one that started its builds, and its first pass starts every build of every target in list
 # order: on a clean clone the first targets' runs came ~210th of 231 jobs. So the first targets' builds
 # (TEST_FIRST_BUILDS: keep it in step with their prerequisites, or they just start later) come before
@@ -158,7 +158,7 @@ test: deps
 # programs are built from (objects, directories: TEST_EARLY_BUILDS): a program waiting for one is built
 # only on make's next pass, after every other program (in a clean clone's make test of 1,207 s, test_math's
 # seven builds came at 950-1,015 s, zero-cost's links and callgrind runs at 1,150-1,175 s).
-TEST_FIRST += test-mpi test-slurm test-mpi-multihost test-fuzz-spec
+TEST_FIRST += test-mpi test-train-sections test-slurm test-mpi-multihost test-fuzz-spec
 TEST_FIRST_BUILDS = $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi $(SLURM_DIR_)/test_slurm $(BUILD)/fuzz_spec
 TEST_EARLY_BUILDS = $(REF_F32_OBJ) $(REF_F32_ASAN_OBJ) $(TEST_IMPL_OBJ) $(TEST_IMPL_ASAN_OBJ) $(ZC_BINS) $(CU_DIR)/libfake_nvml.so
 TEST_ORDER = $(foreach t,$(TEST_FIRST),$(filter $(t),$(TEST_TARGETS))) $(filter-out $(TEST_FIRST),$(TEST_TARGETS))

@@ -3,6 +3,7 @@
    against torch's AdamW and SGD with parameter groups (tests/groups_ref.h, made by tests/gen_groups_ref.py: the
    parameters after 15 steps, as float32 bits, compared exactly); the same bits as before when no group is given;
    an exact resume in the middle of a fine-tuning run; the refusals. */
+#define TEST_NO_FSYNC /* what it checks needs no flush to the disk (tests/test.h) */
 #include "test.h"
 #include "groups_ref.h"
 
