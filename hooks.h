@@ -1115,6 +1115,21 @@ static char *hk__strdup(const char *s) {
   return d;
 }
 
+/* s appended to buf at offset at, cut to fit with "..." where it is cut (at a UTF-8 character's start), so
+   a long list shows its cut. Returns the length the whole would have (as snprintf): >= cap once cut. */
+static size_t hk__cat(char *buf, size_t cap, size_t at, const char *s) {
+  size_t n = strlen(s), k;
+  if (at >= cap) return at;
+  if (at + n < cap) { memcpy(buf + at, s, n + 1); return at + n; }
+  memcpy(buf + at, s, cap - 1 - at);
+  buf[cap - 1] = 0;
+  if (cap >= 4) {
+    for (k = cap - 4; k > 0 && ((unsigned char)buf[k] & 0xC0) == 0x80; k--) {}
+    memcpy(buf + k, "...", 4);
+  }
+  return at + n;
+}
+
 static hk_err hk__fail_with(hk__state *s, hk_err code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -2451,8 +2466,9 @@ HK__DEF hk_err hk_state_check(hk_registry *reg, hk_state_blob *blobs, int n, int
   for (i = 0; i < s->n_regs; i++) {
     hk__reg *r = s->regs[i];
     if (!r || r->dead || !r->is_callback || !r->cb.load_state || stbds_shgeti(seen, r->name) >= 0) continue;
-    if (n_missing++ < 3 && used < sizeof names)
-      used += (size_t)snprintf(names + used, sizeof names - used, "%s'%s'", used ? ", " : "", r->name);
+    if (n_missing++ >= 3) continue;
+    used = hk__cat(names, sizeof names, used, used ? ", '" : "'");
+    used = hk__cat(names, sizeof names, hk__cat(names, sizeof names, used, r->name), "'");
   }
   stbds_shfree(seen);
   if (missing) *missing = n_missing;
@@ -2613,7 +2629,7 @@ static void hk__list(char *buf, size_t cap, const char *const *names, int n) {
   int i;
   buf[0] = 0;
   if (n == 0) { snprintf(buf, cap, "(none registered)"); return; }
-  for (i = 0; i < n && used + 1 < cap; i++) used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", names[i]);
+  for (i = 0; i < n && used < cap; i++) used = hk__cat(buf, cap, hk__cat(buf, cap, used, i ? ", " : ""), names[i]);
 }
 
 static void hk__skip_ws(hk__parser *ps) { while (*ps->p && isspace((unsigned char)*ps->p)) ps->p++; }
@@ -2749,7 +2765,7 @@ static hk_err hk__parse_item(hk__parser *ps, hk__item *it) {
   const hk__factory *f;
   const char *names[64];
   int k, nf = 0;
-  size_t open_pos;
+  size_t open_pos, used = 0;
   ptrdiff_t fi;
   memset(it, 0, sizeof *it);
   if (!hk__ident(ps, &it->name))
@@ -2817,8 +2833,7 @@ static hk_err hk__parse_item(hk__parser *ps, hk__item *it) {
     it->args.v[k].type = prm->type;
     if (it->args.v[k].given) continue;
     if (!prm->def) {
-      size_t used = strlen(list);
-      snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", prm->key);
+      used = hk__cat(list, sizeof list, hk__cat(list, sizeof list, used, used ? ", " : ""), prm->key);
       continue;
     }
     it->args.v[k].s = prm->def;

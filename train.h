@@ -2401,13 +2401,37 @@ extern FILE *open_memstream(char **ptr, size_t *size);
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* A message into a buffer, cut to fit (vsnprintf: a long path is cut, not a compiler warning). */
+/* Text into dst at offset at, cut to fit with "..." where it is cut (at a UTF-8 character's start), so a
+   cut shows (vsnprintf: a message into a caller's buffer is cut, not a compiler warning). Returns the
+   length the whole text would have, as snprintf: >= cap when cut (then at stays >= cap: nothing more). */
+static size_t tr__vmsg(char *dst, size_t cap, size_t at, const char *fmt, va_list ap) {
+  int w;
+  if (!dst || at >= cap) return at;
+  w = vsnprintf(dst + at, cap - at, fmt, ap);
+  if (w < 0) { dst[at] = 0; return at; }
+  if (at + (size_t)w >= cap && cap >= 4) {
+    size_t k = cap - 4;
+    while (k > 0 && ((unsigned char)dst[k] & 0xC0) == 0x80) k--;
+    memcpy(dst + k, "...", 4);
+  }
+  return at + (size_t)w;
+}
+/* A message into a buffer, cut to fit (as tr__vmsg) */
 static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
 static void tr__msg(char *dst, size_t cap, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(dst, cap, fmt, ap);
+  (void)tr__vmsg(dst, cap, 0, fmt, ap);
   va_end(ap);
+}
+/* The same appended at offset at (a message in parts): the length so far, >= cap once cut */
+static size_t tr__msg_at(char *dst, size_t cap, size_t at, const char *fmt, ...) TR__PRINTF(4, 5);
+static size_t tr__msg_at(char *dst, size_t cap, size_t at, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  at = tr__vmsg(dst, cap, at, fmt, ap);
+  va_end(ap);
+  return at;
 }
 /* ---- little-endian integers (checkpoints, callback state) ---------------------------------------- */
 #define TR__MAX_COUNT ((int64_t)1 << 53) /* loop counters stay exact as doubles and cannot overflow */
@@ -2713,7 +2737,7 @@ TRAIN_API int tr_plateau_step(const tr_sched *s, tr_sched_state *st, double base
   return 0;
 }
 
-#define TR__SCHED_BAD(...) do { if (why && cap) snprintf(why, cap, __VA_ARGS__); return TR_ERR_INVALID; } while (0)
+#define TR__SCHED_BAD(...) do { if (why && cap) tr__msg(why, cap, __VA_ARGS__); return TR_ERR_INVALID; } while (0)
 TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total, char *why, size_t cap) {
   const char *k = tr_sched_kind_name(s->kind);
   if (why && cap) why[0] = 0;
@@ -2871,9 +2895,9 @@ TRAIN_API tr_err tr_sched_parse(tr_sched *s, const char *spec, char *why, size_t
     }
     if (hk_factory_add(reg, kind, prm, n, tr__sched_factory, &ps, "a learning-rate schedule") != HK_OK) e = TR_ERR_NOMEM;
   }
-  if (e) { if (why && cap) snprintf(why, cap, "tr_sched_parse: out of memory"); }
+  if (e) { if (why && cap) tr__msg(why, cap, "tr_sched_parse: out of memory"); }
   else if (hk_spec_apply(reg, spec) != HK_OK) {
-    if (why && cap) snprintf(why, cap, "tr_sched_parse: %s", hk_last_error(reg));
+    if (why && cap) tr__msg(why, cap, "tr_sched_parse: %s", hk_last_error(reg));
     e = TR_ERR_INVALID;
   }
   hk_destroy(reg);
@@ -4798,28 +4822,28 @@ TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_
   size_t n;
   int rc, preempted = (stops & TR_STOP_PREEMPT) != 0;
   tr_slurm s;
-  if (preempted) n = (size_t)snprintf(out, cap, "preempted (%s): stopped after step %lld", tr__sig_name(tr__preempt_sig(p), sig, sizeof sig),
-                                      (long long)step);
-  else n = (size_t)snprintf(out, cap, "interrupted (%s): stopped after step %lld", tr__stop_name(stops), (long long)step);
+  if (preempted) n = tr__msg_at(out, cap, 0, "preempted (%s): stopped after step %lld", tr__sig_name(tr__preempt_sig(p), sig, sizeof sig),
+                                (long long)step);
+  else n = tr__msg_at(out, cap, 0, "interrupted (%s): stopped after step %lld", tr__stop_name(stops), (long long)step);
   if (n >= cap) return;
-  if (save_err) n += (size_t)snprintf(out + n, cap - n, "; saving it to %s failed: %s", saved_to, save_err);
-  else if (saved_to) n += (size_t)snprintf(out + n, cap - n, "; its state saved to %s", saved_to);
+  if (save_err) n = tr__msg_at(out, cap, n, "; saving it to %s failed: %s", saved_to, save_err);
+  else if (saved_to) n = tr__msg_at(out, cap, n, "; its state saved to %s", saved_to);
   if (n >= cap || !preempted || !p || p->requeue != TR_YES) return;
-  if (save_err || !saved_to) { snprintf(out + n, cap - n, "; the job is not requeued (nothing to resume from)"); return; }
-  if (tr_slurm_read(&s) < 1) { snprintf(out + n, cap - n, "; not requeued: not in a Slurm job (SLURM_JOB_ID)"); return; }
-  if (rank != 0) { snprintf(out + n, cap - n, "; rank 0 requeues job %s", s.job_id); return; }
+  if (save_err || !saved_to) { tr__msg_at(out, cap, n, "; the job is not requeued (nothing to resume from)"); return; }
+  if (tr_slurm_read(&s) < 1) { tr__msg_at(out, cap, n, "; not requeued: not in a Slurm job (SLURM_JOB_ID)"); return; }
+  if (rank != 0) { tr__msg_at(out, cap, n, "; rank 0 requeues job %s", s.job_id); return; }
   snprintf(cmd, sizeof cmd, "scontrol requeue %s", s.job_id); /* digits only: tr_slurm_read checked */
   if (!tr__on_path("scontrol")) {
-    snprintf(out + n, cap - n, "; job %s is not requeued: scontrol is not on PATH (Slurm's client commands are not installed "
-             "where this job runs, or PATH lacks them): requeue it yourself (%s)", s.job_id, cmd);
+    tr__msg_at(out, cap, n, "; job %s is not requeued: scontrol is not on PATH (Slurm's client commands are not installed "
+               "where this job runs, or PATH lacks them): requeue it yourself (%s)", s.job_id, cmd);
     return;
   }
   fflush(NULL);
   rc = system(cmd);
-  if (rc == 0) snprintf(out + n, cap - n, "; job %s requeued", s.job_id);
-  else if (rc == -1) snprintf(out + n, cap - n, "; requeueing job %s failed: %s could not be run (%s)", s.job_id, cmd, strerror(errno));
-  else snprintf(out + n, cap - n, "; requeueing job %s failed (%s exited with status %d: was the job submitted with --requeue, "
-                "and may this user requeue it?)", s.job_id, cmd, tr__exit_status(rc));
+  if (rc == 0) tr__msg_at(out, cap, n, "; job %s requeued", s.job_id);
+  else if (rc == -1) tr__msg_at(out, cap, n, "; requeueing job %s failed: %s could not be run (%s)", s.job_id, cmd, strerror(errno));
+  else tr__msg_at(out, cap, n, "; requeueing job %s failed (%s exited with status %d: was the job submitted with --requeue, "
+                  "and may this user requeue it?)", s.job_id, cmd, tr__exit_status(rc));
 }
 
 /* The start line under Slurm (0 outside it: nothing to say). installed: tr__preempt_on's answer. */
@@ -4829,18 +4853,18 @@ TR__SHARED int tr__slurm_line(char *out, size_t cap, const tr_preempt *p, int in
   size_t n;
   int on = tr_slurm_read(&s);
   if (on == 0) return 0;
-  if (on < 0 && !s.on) { snprintf(out, cap, "Slurm: %s", s.why); return 1; }
-  n = (size_t)snprintf(out, cap, "Slurm job %s, restart %d", s.job_id, s.restart_count);
-  if (s.srun && n < cap) n += (size_t)snprintf(out + n, cap - n, ", task %d of %d (srun)", s.rank, s.world);
-  if (on < 0 && n < cap) n += (size_t)snprintf(out + n, cap - n, " (%s)", s.why);
+  if (on < 0 && !s.on) { tr__msg(out, cap, "Slurm: %s", s.why); return 1; }
+  n = tr__msg_at(out, cap, 0, "Slurm job %s, restart %d", s.job_id, s.restart_count);
+  if (s.srun && n < cap) n = tr__msg_at(out, cap, n, ", task %d of %d (srun)", s.rank, s.world);
+  if (on < 0 && n < cap) n = tr__msg_at(out, cap, n, " (%s)", s.why);
   if (n >= cap) return 1;
   tr__sig_name(tr__preempt_sig(p), sig, sizeof sig);
   if (installed > 0)
-    n += (size_t)snprintf(out + n, cap - n, "; %s %s%s%s", sig, save_to ? "saves to " : "stops the run (no save_to: nothing saved)",
-                          save_to ? save_to : "", p && p->requeue == TR_YES ? " and requeues the job" : "");
-  else if (installed < 0) n += (size_t)snprintf(out + n, cap - n, "; %s has a handler of the program's: the run leaves it alone", sig);
-  else n += (size_t)snprintf(out + n, cap - n, "; no preemption signal");
-  if (resume && n < cap) snprintf(out + n, cap - n, "; resuming from %s (the job was requeued)", resume);
+    n = tr__msg_at(out, cap, n, "; %s %s%s%s", sig, save_to ? "saves to " : "stops the run (no save_to: nothing saved)",
+                   save_to ? save_to : "", p && p->requeue == TR_YES ? " and requeues the job" : "");
+  else if (installed < 0) n = tr__msg_at(out, cap, n, "; %s has a handler of the program's: the run leaves it alone", sig);
+  else n = tr__msg_at(out, cap, n, "; no preemption signal");
+  if (resume && n < cap) tr__msg_at(out, cap, n, "; resuming from %s (the job was requeued)", resume);
   return 1;
 }
 /* save_to's directory must exist when the run starts (after setup: a logger may make it), not be found
@@ -5676,7 +5700,7 @@ static void tr__run_log_line(const tr_run *run, hk_ctx *ctx) {
   for (i = 0; i < n && len < sizeof line; i++) {
     double v = 0;
     const char *name = hk_metric_at(ctx, i, &v);
-    if (name) len += (size_t)snprintf(line + len, sizeof line - len, " %s=%.6g", name, v);
+    if (name) len = tr__msg_at(line, sizeof line, len, " %s=%.6g", name, v); /* "..." ends a cut line */
   }
   tr__run_say(run, NULL, NULL, "%s", line);
 }
@@ -8175,9 +8199,9 @@ static void tr__st_say(char *list, size_t cap, size_t *len, int *count, const ch
 static void tr__st_dims(char *out, size_t cap, int nd, const int64_t *d) {
   size_t len = 0;
   int k;
-  len += (size_t)snprintf(out, cap, "[");
-  for (k = 0; k < nd && len < cap; k++) len += (size_t)snprintf(out + len, cap - len, "%s%lld", k ? ", " : "", (long long)d[k]);
-  if (len < cap) snprintf(out + len, cap - len, "]");
+  len = tr__msg_at(out, cap, len, "[");
+  for (k = 0; k < nd && len < cap; k++) len = tr__msg_at(out, cap, len, "%s%lld", k ? ", " : "", (long long)d[k]);
+  (void)tr__msg_at(out, cap, len, "]");
 }
 
 TRAIN_API tr_err tr_safetensors_load(const char *path, const hk_tensor *views, int n, const tr_safetensors_shape *shapes,
@@ -8953,8 +8977,8 @@ static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
     s->pub.wait_count++;
     if (s->pub.wait_count >= s->pub.patience) {
       why = TR_STOP_PATIENCE_EXHAUSTED;
-      snprintf(msg, sizeof msg, "Monitored metric %s did not improve in the last %lld records. Best score: %.3f. "
-               "Signaling Trainer to stop.", s->monitor, (long long)s->pub.wait_count, s->pub.best_score);
+      tr__msg(msg, sizeof msg, "Monitored metric %s did not improve in the last %lld records. Best score: %.3f. "
+              "Signaling Trainer to stop.", s->monitor, (long long)s->pub.wait_count, s->pub.best_score);
     }
   }
   if (why == TR_STOP_NOT_STOPPED) { /* re-decided: an earlier held "stop" is gone */
@@ -11529,8 +11553,8 @@ static void tr__count_str(char *out, size_t cap, double n) {
   static const char *const unit[] = { "", " K", " M", " B", " T" };
   int u = 0;
   while (n >= 999.95 && u < 4) { n /= 1000; u++; }
-  if (u == 0) snprintf(out, cap, "%.0f", n);
-  else snprintf(out, cap, "%.1f%s", n, unit[u]);
+  if (u == 0) tr__msg(out, cap, "%.0f", n); /* a size_t: at most "18446744.1 T" */
+  else tr__msg(out, cap, "%.1f%s", n, unit[u]);
 }
 static hk_signal tr__ms_fit_start(hk_ctx *ctx, void *user) {
   tr__ms *s = (tr__ms *)user;
@@ -11882,11 +11906,11 @@ static int tr__prof_row_cmp(const void *a, const void *b) {
 }
 static void tr__prof_line(FILE *f, int indent, const char *kind, const char *name, int64_t calls, double total, double max,
                           double run) {
-  char mx[32];
-  if (max == max) snprintf(mx, sizeof mx, "%11.4f", 1e3 * max);
-  else snprintf(mx, sizeof mx, "%11s", "-"); /* phases keep no maximum */
-  fprintf(f, "%*s%-*s %-*.*s %10lld %11.4f %s %10.4f %6.1f%%\n", indent, "", 10 - indent, kind, 36, 36, name,
-          (long long)calls, calls > 0 ? 1e3 * total / (double)calls : 0.0, mx, total, run > 0 ? 100 * total / run : 0.0);
+  fprintf(f, "%*s%-*s %-*.*s %10lld %11.4f ", indent, "", 10 - indent, kind, 36, 36, name, (long long)calls,
+          calls > 0 ? 1e3 * total / (double)calls : 0.0);
+  if (max == max) fprintf(f, "%11.4f", 1e3 * max); /* straight to the stream: no buffer to outgrow */
+  else fprintf(f, "%11s", "-");                    /* phases keep no maximum */
+  fprintf(f, " %10.4f %6.1f%%\n", total, run > 0 ? 100 * total / run : 0.0);
 }
 static void tr__prof_table(tr__prof *s, hk_registry *reg, FILE *f, const char *stage) {
   tr__prof_row rows[HK_MAX_EVENTS];
@@ -12331,8 +12355,8 @@ static void tr__wd_report(tr__wd *s, double stuck, double limit) {
   at_epoch = TR__WD_GET(s->at_epoch);
   at_batch = TR__WD_GET(s->at_batch);
   tr__wd_where(s, where, sizeof where, tr_run_waits());
-  snprintf(out + n, cap - (size_t)n, "no progress for %.1f s (limit %.2g s) at step %lld (epoch %lld, batch %lld): %s\n",
-           stuck, limit, (long long)at_step, (long long)at_epoch, (long long)at_batch, where);
+  tr__msg_at(out, cap, (size_t)n, "no progress for %.1f s (limit %.2g s) at step %lld (epoch %lld, batch %lld): %s\n",
+             stuck, limit, (long long)at_step, (long long)at_epoch, (long long)at_batch, where);
   s->pub.reports++;
   s->pub.limit = limit;
   tr__wd_say(out);
@@ -12372,7 +12396,7 @@ static void *tr__wd_main(void *p) {
       if (fired) {
         char again[200];
         int n = tr__wd_prefix(s, again, sizeof again);
-        snprintf(again + n, sizeof again - (size_t)n, "moved on after %.1f s\n", now - moved);
+        tr__msg_at(again, sizeof again, (size_t)n, "moved on after %.1f s\n", now - moved);
         tr__wd_say(again);
       }
       if (bt == beats && steps >= s->warmup) { /* only steps since the last look, past the warmup: a sample */
@@ -13427,7 +13451,8 @@ static const tr_predictions *tr__pw_outputs(tr__pw *s, const hk_ctx *ctx, char *
 
 /* A finite nonzero float as "%.9g" writes it, ~10x faster than snprintf: scaled by a power of ten to 9
    digits and rounded once (printf's text where the power is exact, 1e-14 < |f| < 1e31; elsewhere within
-   half a unit of the 9th digit, still reading back as the same float). Its length; out holds 16. */
+   half a unit of the 9th digit, still reading back as the same float). Its length; out holds 24 (a double's
+   "%.9g" fits 17: "-1.23456789e+308"). */
 static int tr__pw_f9(char *out, float f) {
   static const double p10[23] = { 1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22 };
@@ -13435,7 +13460,7 @@ static int tr__pw_f9(char *out, float f) {
   char dig[10];
   int e, k, n = 0, i, last, tries;
   uint64_t d = 0;
-  if (!(x >= 1e-46 && x <= 1e39)) return snprintf(out, 16, "%.9g", (double)f); /* (denormals read as 0: -ffast-math) */
+  if (!(x >= 1e-46 && x <= 1e39)) return snprintf(out, 24, "%.9g", (double)f); /* (denormals read as 0: -ffast-math) */
   e = (int)floor(log10(x));
   for (tries = 0; tries < 4; tries++) {
     k = 8 - e;
@@ -13446,7 +13471,7 @@ static int tr__pw_f9(char *out, float f) {
     else if (d < 100000000u) e--;
     else break;
   }
-  if (tries == 4) return snprintf(out, 16, "%.9g", (double)f);
+  if (tries == 4) return snprintf(out, 24, "%.9g", (double)f);
   for (i = 8; i >= 0; i--) { dig[i] = (char)('0' + d % 10); d /= 10; }
   for (last = 8; last > 0 && dig[last] == '0'; last--) {} /* %g drops trailing zeros */
   if (f < 0) out[n++] = '-';
@@ -13490,7 +13515,7 @@ static void tr__pw_header(const tr__pw *s, hk_bytes *b) {
 }
 /* The batch's rows as csv or jsonl text, appended to b. */
 static void tr__pw_rows(const tr__pw *s, hk_bytes *b, const tr_predictions *p, int64_t batch) {
-  char num[48];
+  char num[64]; /* {"batch":19 digits,"row":19 digits */
   int64_t r, k;
   for (r = 0; r < p->rows; r++) {
     const float *v = p->values + r * p->cols;
@@ -14488,14 +14513,14 @@ static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n,
   for (np = (int)strlen(postfix); np > 400;) np = tr__bar_less(postfix, np); /* whole fields, as below */
   tr__clock_fmt(el, sizeof el, elapsed);
   if (r <= 0) snprintf(rate, sizeof rate, "?it/s");
-  else if (r < 1) snprintf(rate, sizeof rate, "%.2fs/it", 1 / r); /* tqdm flips below one per second */
-  else snprintf(rate, sizeof rate, "%.2fit/s", r);
+  else if (r < 1) tr__msg(rate, sizeof rate, "%.2fs/it", 1 / r); /* tqdm flips below one per second */
+  else tr__msg(rate, sizeof rate, "%.2fit/s", r); /* (a rate of 1e25 would end in "...": tr__msg) */
   if (total > 0 && r > 0) tr__clock_fmt(rem, sizeof rem, (double)(total - n) / r);
   else snprintf(rem, sizeof rem, "?");
-  if (total > 0) nl = snprintf(left, sizeof left, "%s: %3.0f%%|", desc, 100.0 * (double)n / (double)total);
-  else nl = snprintf(left, sizeof left, "%s: %lldit", desc, (long long)n); /* unknown total: "desc: 12it [00:01, 9.50it/s]" */
-  if (nl < 0) return 0;
-  if (nl >= (int)sizeof left) nl = (int)sizeof left - 1;
+  /* a desc too long for left ends in "..." (tr__msg_at) */
+  if (total > 0) nl = (int)tr__msg_at(left, sizeof left, 0, "%s: %3.0f%%|", desc, 100.0 * (double)n / (double)total);
+  else nl = (int)tr__msg_at(left, sizeof left, 0, "%s: %lldit", desc, (long long)n); /* unknown total: "desc: 12it [00:01, 9.50it/s]" */
+  if (nl >= (int)sizeof left) nl = (int)strlen(left);
   for (;;) { /* the right part, less what a narrow line gives up (a loop at each redraw only) */
     if (times) /* "| n/total [elapsed<remaining, rate, postfix]", or " [elapsed, rate, postfix]" without a total */
       nr = total > 0 ? snprintf(right, sizeof right, "| %lld/%lld [%s<%s%s%s%s%.*s]", (long long)n, (long long)total, el, rem,
@@ -14511,7 +14536,7 @@ static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n,
     else if (times) times = 0;
     else break;
   }
-  if (total <= 0) { snprintf(buf, cap, "%s%s", left, right); return strlen(buf); }
+  if (total <= 0) { tr__msg(buf, cap, "%s%s", left, right); return strlen(buf); }
   if (cells < 1) cells = 1; /* tqdm: the bar takes what the text leaves */
   if (cells > 400) cells = 400;
   units = ascii ? 10 : 8; /* tqdm: tenths in ASCII (" 123456789#"), eighths in blocks */
@@ -14911,8 +14936,10 @@ static hk_signal tr__bar_on_log(hk_ctx *ctx, void *u) {
   if (r->stage && !strcmp(r->stage, "train")) return HK_CONTINUE; /* the loss: the latest batch's, at each redraw */
   b->val[0] = 0;
   for (i = 0; i < r->n_metrics; i++) { /* whole fields: one that does not fit goes, with those after it */
-    int k = snprintf(b->val + len, sizeof b->val - len, "%s%s=%.4g", i ? ", " : "", r->metrics[i].name, r->metrics[i].value);
-    if (k < 0 || len + (size_t)k >= sizeof b->val) { b->val[len] = 0; break; }
+    char field[sizeof b->val];
+    int k = snprintf(field, sizeof field, "%s%s=%.4g", i ? ", " : "", r->metrics[i].name, r->metrics[i].value);
+    if (k < 0 || len + (size_t)k >= sizeof b->val) break; /* (k >= sizeof field is caught here too) */
+    memcpy(b->val + len, field, (size_t)k + 1);
     len += (size_t)k;
   }
   return HK_CONTINUE;
@@ -18461,7 +18488,7 @@ static const char *tr__dist_timeout_hint =
 static void tr__dist_values(char *out, size_t cap, const int64_t *all, int world, int at, char kind) {
   size_t len = 0;
   int r, k, shown = 0;
-#define TR__PUT(...) do { if (len < cap) { int n_ = snprintf(out + len, cap - len, __VA_ARGS__); if (n_ > 0) len += (size_t)n_; } } while (0)
+#define TR__PUT(...) (len = tr__msg_at(out, cap, len, __VA_ARGS__)) /* "..." where it is cut */
 #define TR__VAL(v) do { if (kind == 'b') TR__PUT("%s", (v) ? "set" : "not set"); \
     else if (kind == 'd') { double d_; memcpy(&d_, &(v), sizeof d_); TR__PUT("%g", d_); } \
     else if (kind == 'x') TR__PUT("%016llx", (unsigned long long)(v)); else TR__PUT("%lld", (long long)(v)); } while (0)
@@ -18520,11 +18547,11 @@ static tr_err tr__dist_gather(tr_trainer *t, tr__dist *d, int where, tr_err fail
   for (r = 0; r < d->world; r++) if (all[(size_t)r * TR__FACTS] != where) break;
   if (r < d->world) { /* every rank can tell: nobody sends anything more */
     if (failed) return failed;
-    len = (size_t)snprintf(t->error, sizeof t->error, "%s: the ranks called different functions:", tr__dist_where[where]);
+    len = tr__msg_at(t->error, sizeof t->error, 0, "%s: the ranks called different functions:", tr__dist_where[where]);
     for (r = 0; r < d->world && len < sizeof t->error; r++) {
       int64_t w = all[(size_t)r * TR__FACTS];
-      len += (size_t)snprintf(t->error + len, sizeof t->error - len, "%s rank %d in %s", r ? "," : "", r,
-                              w >= 1 && w <= TR__AT_RESUMED ? tr__dist_where[w] : "?");
+      len = tr__msg_at(t->error, sizeof t->error, len, "%s rank %d in %s", r ? "," : "", r,
+                       w >= 1 && w <= TR__AT_RESUMED ? tr__dist_where[w] : "?");
     }
     t->tr__err = TR_ERR_INVALID;
     return TR_ERR_INVALID;
@@ -18541,12 +18568,12 @@ static tr_err tr__dist_gather(tr_trainer *t, tr__dist *d, int where, tr_err fail
     why.msg[sizeof why.msg - 1] = 0;
     return tr__fail(t, code > TR_OK && code < TR_ERR_COUNT ? (tr_err)code : TR_ERR_COMM, "rank %d: %s", first, why.msg);
   }
-  len = (size_t)snprintf(t->error, sizeof t->error, "%s: the ranks differ in %s:", tr__dist_where[where], what);
+  len = tr__msg_at(t->error, sizeof t->error, 0, "%s: the ranks differ in %s:", tr__dist_where[where], what);
   for (i = 0; i < n; i++) {
     for (r = 1; r < d->world && all[(size_t)r * TR__FACTS + 2 + i] == all[2 + i]; r++) {}
     if (r == d->world) continue;
     tr__dist_values(vals, sizeof vals, all, d->world, 2 + i, f[i].kind);
-    if (len < sizeof t->error) len += (size_t)snprintf(t->error + len, sizeof t->error - len, "%s %s (%s)", differ ? ";" : "", f[i].name, vals);
+    if (len < sizeof t->error) len = tr__msg_at(t->error, sizeof t->error, len, "%s %s (%s)", differ ? ";" : "", f[i].name, vals);
     differ++;
   }
   if (!differ) { t->error[0] = 0; return TR_OK; }
@@ -18579,14 +18606,14 @@ static void tr__dist_lr(tr_trainer *t, tr__dist *d, const int64_t *v) {
     char msg[sizeof t->error];
     size_t len;
     rc = MPI_Allgather(lr, 2, MPI_DOUBLE, d->facts, 2, MPI_DOUBLE, d->comm); /* (d->facts: room for 24 int64 per rank) */
-    len = (size_t)snprintf(msg, sizeof msg, "the ranks changed the learning rate differently (tr_lr_scale / tr_lr_set or lr_finder "
-                           "giving each rank its own value, e.g. from its own train/loss); change it alike on every rank (from "
-                           "values that are the same everywhere, such as val/loss) or on one rank only (hk_opts.rank_zero_only: "
-                           "every rank then takes it): base lr x scale per rank:");
+    len = tr__msg_at(msg, sizeof msg, 0, "the ranks changed the learning rate differently (tr_lr_scale / tr_lr_set or lr_finder "
+                     "giving each rank its own value, e.g. from its own train/loss); change it alike on every rank (from "
+                     "values that are the same everywhere, such as val/loss) or on one rank only (hk_opts.rank_zero_only: "
+                     "every rank then takes it): base lr x scale per rank:");
     for (r = 0; r < d->world && rc == MPI_SUCCESS && len < sizeof msg; r++) {
       double x[2];
       memcpy(x, (const double *)d->facts + 2 * r, sizeof x);
-      len += (size_t)snprintf(msg + len, sizeof msg - len, "%s rank %d: %g x %g", r ? "," : "", r, x[0], x[1]);
+      len = tr__msg_at(msg, sizeof msg, len, "%s rank %d: %g x %g", r ? "," : "", r, x[0], x[1]);
     }
     if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "MPI_Allgather (learning rates)");
     else if (!t->tr__err) tr__fail(t, TR_ERR_INVALID, "%s", msg);
@@ -18877,20 +18904,20 @@ static void tr__dist_out_of_step(tr_trainer *t, tr__dist *d, int site) {
   for (r = 0; r < d->world && rc == MPI_SUCCESS; r++) saving += d->facts[2 * r + 1] != 0;
   if (saving > 0 && saving < d->world) {
     int k = 0;
-    len = (size_t)snprintf(msg, sizeof msg, "tr_save on rank%s", saving > 1 ? "s" : "");
+    len = tr__msg_at(msg, sizeof msg, 0, "tr_save on rank%s", saving > 1 ? "s" : "");
     for (r = 0; r < d->world && len < sizeof msg; r++)
-      if (d->facts[2 * r + 1]) len += (size_t)snprintf(msg + len, sizeof msg - len, "%s %d", k++ ? "," : "", r);
+      if (d->facts[2 * r + 1]) len = tr__msg_at(msg, sizeof msg, len, "%s %d", k++ ? "," : "", r);
     if (len < sizeof msg)
-      len += (size_t)snprintf(msg + len, sizeof msg - len, " only, nothing saved: every rank calls tr_save alike (rank 0 writes); "
-                              "a hook on some ranks asks with hk_request(ctx, HK_REQUEST_CHECKPOINT) instead, and "
-                              "on_exception_checkpoint goes on every rank. The ranks stopped talking:");
+      len = tr__msg_at(msg, sizeof msg, len, " only, nothing saved: every rank calls tr_save alike (rank 0 writes); "
+                       "a hook on some ranks asks with hk_request(ctx, HK_REQUEST_CHECKPOINT) instead, and "
+                       "on_exception_checkpoint goes on every rank. The ranks stopped talking:");
   } else
-    len = (size_t)snprintf(msg, sizeof msg, "the ranks are out of step (a setting or a hook that differs between ranks, "
-                           "e.g. tr_set_accumulation or a tr_save on one rank only, sent them different ways); they stopped "
-                           "talking where they were:");
+    len = tr__msg_at(msg, sizeof msg, 0, "the ranks are out of step (a setting or a hook that differs between ranks, "
+                     "e.g. tr_set_accumulation or a tr_save on one rank only, sent them different ways); they stopped "
+                     "talking where they were:");
   for (r = 0; r < d->world && rc == MPI_SUCCESS && len < sizeof msg; r++)
-    len += (size_t)snprintf(msg + len, sizeof msg - len, "%s rank %d at train.h:%lld%s", r ? "," : "", r, (long long)(d->facts[2 * r] / 2),
-                            d->facts[2 * r + 1] ? " (in tr_save)" : "");
+    len = tr__msg_at(msg, sizeof msg, len, "%s rank %d at train.h:%lld%s", r ? "," : "", r, (long long)(d->facts[2 * r] / 2),
+                     d->facts[2 * r + 1] ? " (in tr_save)" : "");
   if (t->tr__err) { tr__warn(t, "%s", msg); return; } /* (its own error stays) */
   tr__fail(t, TR_ERR_COMM, "%s", msg);
 }

@@ -132,8 +132,11 @@ $(TR_MX)/disable-gcc.ok: $(TR_MX_DEPS) | $(BUILD)
 # with it (plain gcc C99 is cxxcompat-gcc: -Wc++-compat only adds warnings), whatever the options: the SIMD paths (-march=native), TRAIN_STATIC with TRAIN_NO_SIMD,
 # TRAIN_NO_AVX, and TRAIN_CUDA's host side (compiled only; test-cuda-cpu runs it)
 TR_CXXCOMPAT := gcc -std=c99 -Wc++-compat
+# cxxcompat-gcc also checks every snprintf for a cut (gcc's level 2, not in -Wall; clang has no such flag):
+# a value that could outgrow its buffer gets room or tr__msg's visible "..."
+TR_FMT_CHECK := -Wformat-truncation=2 -Wformat-overflow=2
 $(TR_MX)/cxxcompat-gcc.ok: $(TR_MX_DEPS) | $(BUILD)
-	$(call tr_mx,$@,$(TR_CXXCOMPAT),$(TR_CXXCOMPAT),gcc)
+	$(call tr_mx,$@,$(TR_CXXCOMPAT) $(TR_FMT_CHECK),$(TR_CXXCOMPAT) $(TR_FMT_CHECK),gcc)
 $(TR_MX)/cxxcompat-native-gcc.ok: $(TR_MX_DEPS) | $(BUILD)
 	$(call tr_mx,$@,$(TR_CXXCOMPAT) -march=native,$(TR_CXXCOMPAT) -march=native,gcc)
 $(TR_MX)/cxxcompat-static-gcc.ok: $(TR_MX_DEPS) | $(BUILD)

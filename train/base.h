@@ -370,13 +370,37 @@ extern FILE *open_memstream(char **ptr, size_t *size);
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* A message into a buffer, cut to fit (vsnprintf: a long path is cut, not a compiler warning). */
+/* Text into dst at offset at, cut to fit with "..." where it is cut (at a UTF-8 character's start), so a
+   cut shows (vsnprintf: a message into a caller's buffer is cut, not a compiler warning). Returns the
+   length the whole text would have, as snprintf: >= cap when cut (then at stays >= cap: nothing more). */
+static size_t tr__vmsg(char *dst, size_t cap, size_t at, const char *fmt, va_list ap) {
+  int w;
+  if (!dst || at >= cap) return at;
+  w = vsnprintf(dst + at, cap - at, fmt, ap);
+  if (w < 0) { dst[at] = 0; return at; }
+  if (at + (size_t)w >= cap && cap >= 4) {
+    size_t k = cap - 4;
+    while (k > 0 && ((unsigned char)dst[k] & 0xC0) == 0x80) k--;
+    memcpy(dst + k, "...", 4);
+  }
+  return at + (size_t)w;
+}
+/* A message into a buffer, cut to fit (as tr__vmsg) */
 static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
 static void tr__msg(char *dst, size_t cap, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(dst, cap, fmt, ap);
+  (void)tr__vmsg(dst, cap, 0, fmt, ap);
   va_end(ap);
+}
+/* The same appended at offset at (a message in parts): the length so far, >= cap once cut */
+static size_t tr__msg_at(char *dst, size_t cap, size_t at, const char *fmt, ...) TR__PRINTF(4, 5);
+static size_t tr__msg_at(char *dst, size_t cap, size_t at, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  at = tr__vmsg(dst, cap, at, fmt, ap);
+  va_end(ap);
+  return at;
 }
 /* ---- little-endian integers (checkpoints, callback state) ---------------------------------------- */
 #define TR__MAX_COUNT ((int64_t)1 << 53) /* loop counters stay exact as doubles and cannot overflow */
@@ -682,7 +706,7 @@ TRAIN_API int tr_plateau_step(const tr_sched *s, tr_sched_state *st, double base
   return 0;
 }
 
-#define TR__SCHED_BAD(...) do { if (why && cap) snprintf(why, cap, __VA_ARGS__); return TR_ERR_INVALID; } while (0)
+#define TR__SCHED_BAD(...) do { if (why && cap) tr__msg(why, cap, __VA_ARGS__); return TR_ERR_INVALID; } while (0)
 TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total, char *why, size_t cap) {
   const char *k = tr_sched_kind_name(s->kind);
   if (why && cap) why[0] = 0;
@@ -840,9 +864,9 @@ TRAIN_API tr_err tr_sched_parse(tr_sched *s, const char *spec, char *why, size_t
     }
     if (hk_factory_add(reg, kind, prm, n, tr__sched_factory, &ps, "a learning-rate schedule") != HK_OK) e = TR_ERR_NOMEM;
   }
-  if (e) { if (why && cap) snprintf(why, cap, "tr_sched_parse: out of memory"); }
+  if (e) { if (why && cap) tr__msg(why, cap, "tr_sched_parse: out of memory"); }
   else if (hk_spec_apply(reg, spec) != HK_OK) {
-    if (why && cap) snprintf(why, cap, "tr_sched_parse: %s", hk_last_error(reg));
+    if (why && cap) tr__msg(why, cap, "tr_sched_parse: %s", hk_last_error(reg));
     e = TR_ERR_INVALID;
   }
   hk_destroy(reg);

@@ -283,28 +283,28 @@ TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_
   size_t n;
   int rc, preempted = (stops & TR_STOP_PREEMPT) != 0;
   tr_slurm s;
-  if (preempted) n = (size_t)snprintf(out, cap, "preempted (%s): stopped after step %lld", tr__sig_name(tr__preempt_sig(p), sig, sizeof sig),
-                                      (long long)step);
-  else n = (size_t)snprintf(out, cap, "interrupted (%s): stopped after step %lld", tr__stop_name(stops), (long long)step);
+  if (preempted) n = tr__msg_at(out, cap, 0, "preempted (%s): stopped after step %lld", tr__sig_name(tr__preempt_sig(p), sig, sizeof sig),
+                                (long long)step);
+  else n = tr__msg_at(out, cap, 0, "interrupted (%s): stopped after step %lld", tr__stop_name(stops), (long long)step);
   if (n >= cap) return;
-  if (save_err) n += (size_t)snprintf(out + n, cap - n, "; saving it to %s failed: %s", saved_to, save_err);
-  else if (saved_to) n += (size_t)snprintf(out + n, cap - n, "; its state saved to %s", saved_to);
+  if (save_err) n = tr__msg_at(out, cap, n, "; saving it to %s failed: %s", saved_to, save_err);
+  else if (saved_to) n = tr__msg_at(out, cap, n, "; its state saved to %s", saved_to);
   if (n >= cap || !preempted || !p || p->requeue != TR_YES) return;
-  if (save_err || !saved_to) { snprintf(out + n, cap - n, "; the job is not requeued (nothing to resume from)"); return; }
-  if (tr_slurm_read(&s) < 1) { snprintf(out + n, cap - n, "; not requeued: not in a Slurm job (SLURM_JOB_ID)"); return; }
-  if (rank != 0) { snprintf(out + n, cap - n, "; rank 0 requeues job %s", s.job_id); return; }
+  if (save_err || !saved_to) { tr__msg_at(out, cap, n, "; the job is not requeued (nothing to resume from)"); return; }
+  if (tr_slurm_read(&s) < 1) { tr__msg_at(out, cap, n, "; not requeued: not in a Slurm job (SLURM_JOB_ID)"); return; }
+  if (rank != 0) { tr__msg_at(out, cap, n, "; rank 0 requeues job %s", s.job_id); return; }
   snprintf(cmd, sizeof cmd, "scontrol requeue %s", s.job_id); /* digits only: tr_slurm_read checked */
   if (!tr__on_path("scontrol")) {
-    snprintf(out + n, cap - n, "; job %s is not requeued: scontrol is not on PATH (Slurm's client commands are not installed "
-             "where this job runs, or PATH lacks them): requeue it yourself (%s)", s.job_id, cmd);
+    tr__msg_at(out, cap, n, "; job %s is not requeued: scontrol is not on PATH (Slurm's client commands are not installed "
+               "where this job runs, or PATH lacks them): requeue it yourself (%s)", s.job_id, cmd);
     return;
   }
   fflush(NULL);
   rc = system(cmd);
-  if (rc == 0) snprintf(out + n, cap - n, "; job %s requeued", s.job_id);
-  else if (rc == -1) snprintf(out + n, cap - n, "; requeueing job %s failed: %s could not be run (%s)", s.job_id, cmd, strerror(errno));
-  else snprintf(out + n, cap - n, "; requeueing job %s failed (%s exited with status %d: was the job submitted with --requeue, "
-                "and may this user requeue it?)", s.job_id, cmd, tr__exit_status(rc));
+  if (rc == 0) tr__msg_at(out, cap, n, "; job %s requeued", s.job_id);
+  else if (rc == -1) tr__msg_at(out, cap, n, "; requeueing job %s failed: %s could not be run (%s)", s.job_id, cmd, strerror(errno));
+  else tr__msg_at(out, cap, n, "; requeueing job %s failed (%s exited with status %d: was the job submitted with --requeue, "
+                  "and may this user requeue it?)", s.job_id, cmd, tr__exit_status(rc));
 }
 
 /* The start line under Slurm (0 outside it: nothing to say). installed: tr__preempt_on's answer. */
@@ -314,18 +314,18 @@ TR__SHARED int tr__slurm_line(char *out, size_t cap, const tr_preempt *p, int in
   size_t n;
   int on = tr_slurm_read(&s);
   if (on == 0) return 0;
-  if (on < 0 && !s.on) { snprintf(out, cap, "Slurm: %s", s.why); return 1; }
-  n = (size_t)snprintf(out, cap, "Slurm job %s, restart %d", s.job_id, s.restart_count);
-  if (s.srun && n < cap) n += (size_t)snprintf(out + n, cap - n, ", task %d of %d (srun)", s.rank, s.world);
-  if (on < 0 && n < cap) n += (size_t)snprintf(out + n, cap - n, " (%s)", s.why);
+  if (on < 0 && !s.on) { tr__msg(out, cap, "Slurm: %s", s.why); return 1; }
+  n = tr__msg_at(out, cap, 0, "Slurm job %s, restart %d", s.job_id, s.restart_count);
+  if (s.srun && n < cap) n = tr__msg_at(out, cap, n, ", task %d of %d (srun)", s.rank, s.world);
+  if (on < 0 && n < cap) n = tr__msg_at(out, cap, n, " (%s)", s.why);
   if (n >= cap) return 1;
   tr__sig_name(tr__preempt_sig(p), sig, sizeof sig);
   if (installed > 0)
-    n += (size_t)snprintf(out + n, cap - n, "; %s %s%s%s", sig, save_to ? "saves to " : "stops the run (no save_to: nothing saved)",
-                          save_to ? save_to : "", p && p->requeue == TR_YES ? " and requeues the job" : "");
-  else if (installed < 0) n += (size_t)snprintf(out + n, cap - n, "; %s has a handler of the program's: the run leaves it alone", sig);
-  else n += (size_t)snprintf(out + n, cap - n, "; no preemption signal");
-  if (resume && n < cap) snprintf(out + n, cap - n, "; resuming from %s (the job was requeued)", resume);
+    n = tr__msg_at(out, cap, n, "; %s %s%s%s", sig, save_to ? "saves to " : "stops the run (no save_to: nothing saved)",
+                   save_to ? save_to : "", p && p->requeue == TR_YES ? " and requeues the job" : "");
+  else if (installed < 0) n = tr__msg_at(out, cap, n, "; %s has a handler of the program's: the run leaves it alone", sig);
+  else n = tr__msg_at(out, cap, n, "; no preemption signal");
+  if (resume && n < cap) tr__msg_at(out, cap, n, "; resuming from %s (the job was requeued)", resume);
   return 1;
 }
 /* save_to's directory must exist when the run starts (after setup: a logger may make it), not be found

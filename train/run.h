@@ -1113,7 +1113,7 @@ static void tr__run_log_line(const tr_run *run, hk_ctx *ctx) {
   for (i = 0; i < n && len < sizeof line; i++) {
     double v = 0;
     const char *name = hk_metric_at(ctx, i, &v);
-    if (name) len += (size_t)snprintf(line + len, sizeof line - len, " %s=%.6g", name, v);
+    if (name) len = tr__msg_at(line, sizeof line, len, " %s=%.6g", name, v); /* "..." ends a cut line */
   }
   tr__run_say(run, NULL, NULL, "%s", line);
 }

@@ -643,9 +643,9 @@ static void tr__st_say(char *list, size_t cap, size_t *len, int *count, const ch
 static void tr__st_dims(char *out, size_t cap, int nd, const int64_t *d) {
   size_t len = 0;
   int k;
-  len += (size_t)snprintf(out, cap, "[");
-  for (k = 0; k < nd && len < cap; k++) len += (size_t)snprintf(out + len, cap - len, "%s%lld", k ? ", " : "", (long long)d[k]);
-  if (len < cap) snprintf(out + len, cap - len, "]");
+  len = tr__msg_at(out, cap, len, "[");
+  for (k = 0; k < nd && len < cap; k++) len = tr__msg_at(out, cap, len, "%s%lld", k ? ", " : "", (long long)d[k]);
+  (void)tr__msg_at(out, cap, len, "]");
 }
 
 TRAIN_API tr_err tr_safetensors_load(const char *path, const hk_tensor *views, int n, const tr_safetensors_shape *shapes,

@@ -136,8 +136,8 @@ static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
     s->pub.wait_count++;
     if (s->pub.wait_count >= s->pub.patience) {
       why = TR_STOP_PATIENCE_EXHAUSTED;
-      snprintf(msg, sizeof msg, "Monitored metric %s did not improve in the last %lld records. Best score: %.3f. "
-               "Signaling Trainer to stop.", s->monitor, (long long)s->pub.wait_count, s->pub.best_score);
+      tr__msg(msg, sizeof msg, "Monitored metric %s did not improve in the last %lld records. Best score: %.3f. "
+              "Signaling Trainer to stop.", s->monitor, (long long)s->pub.wait_count, s->pub.best_score);
     }
   }
   if (why == TR_STOP_NOT_STOPPED) { /* re-decided: an earlier held "stop" is gone */

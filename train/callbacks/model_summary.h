@@ -30,8 +30,8 @@ static void tr__count_str(char *out, size_t cap, double n) {
   static const char *const unit[] = { "", " K", " M", " B", " T" };
   int u = 0;
   while (n >= 999.95 && u < 4) { n /= 1000; u++; }
-  if (u == 0) snprintf(out, cap, "%.0f", n);
-  else snprintf(out, cap, "%.1f%s", n, unit[u]);
+  if (u == 0) tr__msg(out, cap, "%.0f", n); /* a size_t: at most "18446744.1 T" */
+  else tr__msg(out, cap, "%.1f%s", n, unit[u]);
 }
 static hk_signal tr__ms_fit_start(hk_ctx *ctx, void *user) {
   tr__ms *s = (tr__ms *)user;

@@ -301,7 +301,8 @@ static const tr_predictions *tr__pw_outputs(tr__pw *s, const hk_ctx *ctx, char *
 
 /* A finite nonzero float as "%.9g" writes it, ~10x faster than snprintf: scaled by a power of ten to 9
    digits and rounded once (printf's text where the power is exact, 1e-14 < |f| < 1e31; elsewhere within
-   half a unit of the 9th digit, still reading back as the same float). Its length; out holds 16. */
+   half a unit of the 9th digit, still reading back as the same float). Its length; out holds 24 (a double's
+   "%.9g" fits 17: "-1.23456789e+308"). */
 static int tr__pw_f9(char *out, float f) {
   static const double p10[23] = { 1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22 };
@@ -309,7 +310,7 @@ static int tr__pw_f9(char *out, float f) {
   char dig[10];
   int e, k, n = 0, i, last, tries;
   uint64_t d = 0;
-  if (!(x >= 1e-46 && x <= 1e39)) return snprintf(out, 16, "%.9g", (double)f); /* (denormals read as 0: -ffast-math) */
+  if (!(x >= 1e-46 && x <= 1e39)) return snprintf(out, 24, "%.9g", (double)f); /* (denormals read as 0: -ffast-math) */
   e = (int)floor(log10(x));
   for (tries = 0; tries < 4; tries++) {
     k = 8 - e;
@@ -320,7 +321,7 @@ static int tr__pw_f9(char *out, float f) {
     else if (d < 100000000u) e--;
     else break;
   }
-  if (tries == 4) return snprintf(out, 16, "%.9g", (double)f);
+  if (tries == 4) return snprintf(out, 24, "%.9g", (double)f);
   for (i = 8; i >= 0; i--) { dig[i] = (char)('0' + d % 10); d /= 10; }
   for (last = 8; last > 0 && dig[last] == '0'; last--) {} /* %g drops trailing zeros */
   if (f < 0) out[n++] = '-';
@@ -364,7 +365,7 @@ static void tr__pw_header(const tr__pw *s, hk_bytes *b) {
 }
 /* The batch's rows as csv or jsonl text, appended to b. */
 static void tr__pw_rows(const tr__pw *s, hk_bytes *b, const tr_predictions *p, int64_t batch) {
-  char num[48];
+  char num[64]; /* {"batch":19 digits,"row":19 digits */
   int64_t r, k;
   for (r = 0; r < p->rows; r++) {
     const float *v = p->values + r * p->cols;

@@ -244,11 +244,11 @@ static int tr__prof_row_cmp(const void *a, const void *b) {
 }
 static void tr__prof_line(FILE *f, int indent, const char *kind, const char *name, int64_t calls, double total, double max,
                           double run) {
-  char mx[32];
-  if (max == max) snprintf(mx, sizeof mx, "%11.4f", 1e3 * max);
-  else snprintf(mx, sizeof mx, "%11s", "-"); /* phases keep no maximum */
-  fprintf(f, "%*s%-*s %-*.*s %10lld %11.4f %s %10.4f %6.1f%%\n", indent, "", 10 - indent, kind, 36, 36, name,
-          (long long)calls, calls > 0 ? 1e3 * total / (double)calls : 0.0, mx, total, run > 0 ? 100 * total / run : 0.0);
+  fprintf(f, "%*s%-*s %-*.*s %10lld %11.4f ", indent, "", 10 - indent, kind, 36, 36, name, (long long)calls,
+          calls > 0 ? 1e3 * total / (double)calls : 0.0);
+  if (max == max) fprintf(f, "%11.4f", 1e3 * max); /* straight to the stream: no buffer to outgrow */
+  else fprintf(f, "%11s", "-");                    /* phases keep no maximum */
+  fprintf(f, " %10.4f %6.1f%%\n", total, run > 0 ? 100 * total / run : 0.0);
 }
 static void tr__prof_table(tr__prof *s, hk_registry *reg, FILE *f, const char *stage) {
   tr__prof_row rows[HK_MAX_EVENTS];

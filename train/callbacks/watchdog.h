@@ -176,8 +176,8 @@ static void tr__wd_report(tr__wd *s, double stuck, double limit) {
   at_epoch = TR__WD_GET(s->at_epoch);
   at_batch = TR__WD_GET(s->at_batch);
   tr__wd_where(s, where, sizeof where, tr_run_waits());
-  snprintf(out + n, cap - (size_t)n, "no progress for %.1f s (limit %.2g s) at step %lld (epoch %lld, batch %lld): %s\n",
-           stuck, limit, (long long)at_step, (long long)at_epoch, (long long)at_batch, where);
+  tr__msg_at(out, cap, (size_t)n, "no progress for %.1f s (limit %.2g s) at step %lld (epoch %lld, batch %lld): %s\n",
+             stuck, limit, (long long)at_step, (long long)at_epoch, (long long)at_batch, where);
   s->pub.reports++;
   s->pub.limit = limit;
   tr__wd_say(out);
@@ -217,7 +217,7 @@ static void *tr__wd_main(void *p) {
       if (fired) {
         char again[200];
         int n = tr__wd_prefix(s, again, sizeof again);
-        snprintf(again + n, sizeof again - (size_t)n, "moved on after %.1f s\n", now - moved);
+        tr__msg_at(again, sizeof again, (size_t)n, "moved on after %.1f s\n", now - moved);
         tr__wd_say(again);
       }
       if (bt == beats && steps >= s->warmup) { /* only steps since the last look, past the warmup: a sample */

@@ -75,14 +75,14 @@ static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n,
   for (np = (int)strlen(postfix); np > 400;) np = tr__bar_less(postfix, np); /* whole fields, as below */
   tr__clock_fmt(el, sizeof el, elapsed);
   if (r <= 0) snprintf(rate, sizeof rate, "?it/s");
-  else if (r < 1) snprintf(rate, sizeof rate, "%.2fs/it", 1 / r); /* tqdm flips below one per second */
-  else snprintf(rate, sizeof rate, "%.2fit/s", r);
+  else if (r < 1) tr__msg(rate, sizeof rate, "%.2fs/it", 1 / r); /* tqdm flips below one per second */
+  else tr__msg(rate, sizeof rate, "%.2fit/s", r); /* (a rate of 1e25 would end in "...": tr__msg) */
   if (total > 0 && r > 0) tr__clock_fmt(rem, sizeof rem, (double)(total - n) / r);
   else snprintf(rem, sizeof rem, "?");
-  if (total > 0) nl = snprintf(left, sizeof left, "%s: %3.0f%%|", desc, 100.0 * (double)n / (double)total);
-  else nl = snprintf(left, sizeof left, "%s: %lldit", desc, (long long)n); /* unknown total: "desc: 12it [00:01, 9.50it/s]" */
-  if (nl < 0) return 0;
-  if (nl >= (int)sizeof left) nl = (int)sizeof left - 1;
+  /* a desc too long for left ends in "..." (tr__msg_at) */
+  if (total > 0) nl = (int)tr__msg_at(left, sizeof left, 0, "%s: %3.0f%%|", desc, 100.0 * (double)n / (double)total);
+  else nl = (int)tr__msg_at(left, sizeof left, 0, "%s: %lldit", desc, (long long)n); /* unknown total: "desc: 12it [00:01, 9.50it/s]" */
+  if (nl >= (int)sizeof left) nl = (int)strlen(left);
   for (;;) { /* the right part, less what a narrow line gives up (a loop at each redraw only) */
     if (times) /* "| n/total [elapsed<remaining, rate, postfix]", or " [elapsed, rate, postfix]" without a total */
       nr = total > 0 ? snprintf(right, sizeof right, "| %lld/%lld [%s<%s%s%s%s%.*s]", (long long)n, (long long)total, el, rem,
@@ -98,7 +98,7 @@ static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n,
     else if (times) times = 0;
     else break;
   }
-  if (total <= 0) { snprintf(buf, cap, "%s%s", left, right); return strlen(buf); }
+  if (total <= 0) { tr__msg(buf, cap, "%s%s", left, right); return strlen(buf); }
   if (cells < 1) cells = 1; /* tqdm: the bar takes what the text leaves */
   if (cells > 400) cells = 400;
   units = ascii ? 10 : 8; /* tqdm: tenths in ASCII (" 123456789#"), eighths in blocks */
@@ -498,8 +498,10 @@ static hk_signal tr__bar_on_log(hk_ctx *ctx, void *u) {
   if (r->stage && !strcmp(r->stage, "train")) return HK_CONTINUE; /* the loss: the latest batch's, at each redraw */
   b->val[0] = 0;
   for (i = 0; i < r->n_metrics; i++) { /* whole fields: one that does not fit goes, with those after it */
-    int k = snprintf(b->val + len, sizeof b->val - len, "%s%s=%.4g", i ? ", " : "", r->metrics[i].name, r->metrics[i].value);
-    if (k < 0 || len + (size_t)k >= sizeof b->val) { b->val[len] = 0; break; }
+    char field[sizeof b->val];
+    int k = snprintf(field, sizeof field, "%s%s=%.4g", i ? ", " : "", r->metrics[i].name, r->metrics[i].value);
+    if (k < 0 || len + (size_t)k >= sizeof b->val) break; /* (k >= sizeof field is caught here too) */
+    memcpy(b->val + len, field, (size_t)k + 1);
     len += (size_t)k;
   }
   return HK_CONTINUE;

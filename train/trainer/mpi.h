@@ -137,7 +137,7 @@ static const char *tr__dist_timeout_hint =
 static void tr__dist_values(char *out, size_t cap, const int64_t *all, int world, int at, char kind) {
   size_t len = 0;
   int r, k, shown = 0;
-#define TR__PUT(...) do { if (len < cap) { int n_ = snprintf(out + len, cap - len, __VA_ARGS__); if (n_ > 0) len += (size_t)n_; } } while (0)
+#define TR__PUT(...) (len = tr__msg_at(out, cap, len, __VA_ARGS__)) /* "..." where it is cut */
 #define TR__VAL(v) do { if (kind == 'b') TR__PUT("%s", (v) ? "set" : "not set"); \
     else if (kind == 'd') { double d_; memcpy(&d_, &(v), sizeof d_); TR__PUT("%g", d_); } \
     else if (kind == 'x') TR__PUT("%016llx", (unsigned long long)(v)); else TR__PUT("%lld", (long long)(v)); } while (0)
@@ -196,11 +196,11 @@ static tr_err tr__dist_gather(tr_trainer *t, tr__dist *d, int where, tr_err fail
   for (r = 0; r < d->world; r++) if (all[(size_t)r * TR__FACTS] != where) break;
   if (r < d->world) { /* every rank can tell: nobody sends anything more */
     if (failed) return failed;
-    len = (size_t)snprintf(t->error, sizeof t->error, "%s: the ranks called different functions:", tr__dist_where[where]);
+    len = tr__msg_at(t->error, sizeof t->error, 0, "%s: the ranks called different functions:", tr__dist_where[where]);
     for (r = 0; r < d->world && len < sizeof t->error; r++) {
       int64_t w = all[(size_t)r * TR__FACTS];
-      len += (size_t)snprintf(t->error + len, sizeof t->error - len, "%s rank %d in %s", r ? "," : "", r,
-                              w >= 1 && w <= TR__AT_RESUMED ? tr__dist_where[w] : "?");
+      len = tr__msg_at(t->error, sizeof t->error, len, "%s rank %d in %s", r ? "," : "", r,
+                       w >= 1 && w <= TR__AT_RESUMED ? tr__dist_where[w] : "?");
     }
     t->tr__err = TR_ERR_INVALID;
     return TR_ERR_INVALID;
@@ -217,12 +217,12 @@ static tr_err tr__dist_gather(tr_trainer *t, tr__dist *d, int where, tr_err fail
     why.msg[sizeof why.msg - 1] = 0;
     return tr__fail(t, code > TR_OK && code < TR_ERR_COUNT ? (tr_err)code : TR_ERR_COMM, "rank %d: %s", first, why.msg);
   }
-  len = (size_t)snprintf(t->error, sizeof t->error, "%s: the ranks differ in %s:", tr__dist_where[where], what);
+  len = tr__msg_at(t->error, sizeof t->error, 0, "%s: the ranks differ in %s:", tr__dist_where[where], what);
   for (i = 0; i < n; i++) {
     for (r = 1; r < d->world && all[(size_t)r * TR__FACTS + 2 + i] == all[2 + i]; r++) {}
     if (r == d->world) continue;
     tr__dist_values(vals, sizeof vals, all, d->world, 2 + i, f[i].kind);
-    if (len < sizeof t->error) len += (size_t)snprintf(t->error + len, sizeof t->error - len, "%s %s (%s)", differ ? ";" : "", f[i].name, vals);
+    if (len < sizeof t->error) len = tr__msg_at(t->error, sizeof t->error, len, "%s %s (%s)", differ ? ";" : "", f[i].name, vals);
     differ++;
   }
   if (!differ) { t->error[0] = 0; return TR_OK; }
@@ -255,14 +255,14 @@ static void tr__dist_lr(tr_trainer *t, tr__dist *d, const int64_t *v) {
     char msg[sizeof t->error];
     size_t len;
     rc = MPI_Allgather(lr, 2, MPI_DOUBLE, d->facts, 2, MPI_DOUBLE, d->comm); /* (d->facts: room for 24 int64 per rank) */
-    len = (size_t)snprintf(msg, sizeof msg, "the ranks changed the learning rate differently (tr_lr_scale / tr_lr_set or lr_finder "
-                           "giving each rank its own value, e.g. from its own train/loss); change it alike on every rank (from "
-                           "values that are the same everywhere, such as val/loss) or on one rank only (hk_opts.rank_zero_only: "
-                           "every rank then takes it): base lr x scale per rank:");
+    len = tr__msg_at(msg, sizeof msg, 0, "the ranks changed the learning rate differently (tr_lr_scale / tr_lr_set or lr_finder "
+                     "giving each rank its own value, e.g. from its own train/loss); change it alike on every rank (from "
+                     "values that are the same everywhere, such as val/loss) or on one rank only (hk_opts.rank_zero_only: "
+                     "every rank then takes it): base lr x scale per rank:");
     for (r = 0; r < d->world && rc == MPI_SUCCESS && len < sizeof msg; r++) {
       double x[2];
       memcpy(x, (const double *)d->facts + 2 * r, sizeof x);
-      len += (size_t)snprintf(msg + len, sizeof msg - len, "%s rank %d: %g x %g", r ? "," : "", r, x[0], x[1]);
+      len = tr__msg_at(msg, sizeof msg, len, "%s rank %d: %g x %g", r ? "," : "", r, x[0], x[1]);
     }
     if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "MPI_Allgather (learning rates)");
     else if (!t->tr__err) tr__fail(t, TR_ERR_INVALID, "%s", msg);
@@ -553,20 +553,20 @@ static void tr__dist_out_of_step(tr_trainer *t, tr__dist *d, int site) {
   for (r = 0; r < d->world && rc == MPI_SUCCESS; r++) saving += d->facts[2 * r + 1] != 0;
   if (saving > 0 && saving < d->world) {
     int k = 0;
-    len = (size_t)snprintf(msg, sizeof msg, "tr_save on rank%s", saving > 1 ? "s" : "");
+    len = tr__msg_at(msg, sizeof msg, 0, "tr_save on rank%s", saving > 1 ? "s" : "");
     for (r = 0; r < d->world && len < sizeof msg; r++)
-      if (d->facts[2 * r + 1]) len += (size_t)snprintf(msg + len, sizeof msg - len, "%s %d", k++ ? "," : "", r);
+      if (d->facts[2 * r + 1]) len = tr__msg_at(msg, sizeof msg, len, "%s %d", k++ ? "," : "", r);
     if (len < sizeof msg)
-      len += (size_t)snprintf(msg + len, sizeof msg - len, " only, nothing saved: every rank calls tr_save alike (rank 0 writes); "
-                              "a hook on some ranks asks with hk_request(ctx, HK_REQUEST_CHECKPOINT) instead, and "
-                              "on_exception_checkpoint goes on every rank. The ranks stopped talking:");
+      len = tr__msg_at(msg, sizeof msg, len, " only, nothing saved: every rank calls tr_save alike (rank 0 writes); "
+                       "a hook on some ranks asks with hk_request(ctx, HK_REQUEST_CHECKPOINT) instead, and "
+                       "on_exception_checkpoint goes on every rank. The ranks stopped talking:");
   } else
-    len = (size_t)snprintf(msg, sizeof msg, "the ranks are out of step (a setting or a hook that differs between ranks, "
-                           "e.g. tr_set_accumulation or a tr_save on one rank only, sent them different ways); they stopped "
-                           "talking where they were:");
+    len = tr__msg_at(msg, sizeof msg, 0, "the ranks are out of step (a setting or a hook that differs between ranks, "
+                     "e.g. tr_set_accumulation or a tr_save on one rank only, sent them different ways); they stopped "
+                     "talking where they were:");
   for (r = 0; r < d->world && rc == MPI_SUCCESS && len < sizeof msg; r++)
-    len += (size_t)snprintf(msg + len, sizeof msg - len, "%s rank %d at train.h:%lld%s", r ? "," : "", r, (long long)(d->facts[2 * r] / 2),
-                            d->facts[2 * r + 1] ? " (in tr_save)" : "");
+    len = tr__msg_at(msg, sizeof msg, len, "%s rank %d at train.h:%lld%s", r ? "," : "", r, (long long)(d->facts[2 * r] / 2),
+                     d->facts[2 * r + 1] ? " (in tr_save)" : "");
   if (t->tr__err) { tr__warn(t, "%s", msg); return; } /* (its own error stays) */
   tr__fail(t, TR_ERR_COMM, "%s", msg);
 }
