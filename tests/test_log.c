@@ -502,6 +502,22 @@ static void test_bar_format(void **state) {
   tr_bar_format(b, sizeof b, "x", 0, 5, 0, NULL, 0, 1);
   assert_string_equal(b, "x:   0%|          | 0/5 [00:00<?, ?it/s]");
   assert_int_equal(tr_bar_format(b, 8, "Epoch 0", 1, 4, 1, NULL, 0, 0), 7); /* clipped */
+  assert_int_equal(tr_bar_format(b, 20, "Predicting", 12, 0, 4000, NULL, 0, 0), 16); /* a part that does not fit goes whole */
+  assert_string_equal(b, "Predicting: 12it");
+  { /* a desc over 64 bytes: its start (whole characters) and "...", then the rest of the line as always */
+    char desc[141], want[200];
+    int i;
+    for (i = 0; i < 70; i++) memcpy(desc + 2 * i, "\xc3\xa9", 2); /* 70 two-byte characters */
+    desc[140] = 0;
+    memcpy(want, desc, 60); /* 30 of them: 61 bytes would cut the 31st */
+    strcpy(want + 60, "...: 12it [1:06:40, 333.33s/it]");
+    tr_bar_format(b, sizeof b, desc, 12, 0, 4000, NULL, 0, 0);
+    assert_string_equal(b, want);
+    memcpy(want, desc, 60);
+    strcpy(want + 60, "...:  25%|##5       | 1/4 [00:01<00:03, 1.00it/s]");
+    tr_bar_format(b, sizeof b, desc, 1, 4, 1, NULL, 0, 1);
+    assert_string_equal(b, want);
+  }
   /* a narrow line: whole fields go (the last first), then the rate, then the times, before the bar has
      fewer than 10 cells; a number is never cut (issue 38: "val/loss=0.0124" was shown for 0.01246) */
   {

@@ -27,7 +27,8 @@ typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mo
 typedef struct tr_progress_bar_desc { TR_PROGRESS_BAR_PARAMS(TR__FIELD) } tr_progress_bar_desc;
 TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d, hk_handle *out);
 /* tqdm's line for n of total (<= 0: unknown) after elapsed seconds into buf; width <= 0: a 10-cell bar,
-   else fields dropped whole to fit. Returns the line's length (clipped to cap - 1). */
+   else fields dropped whole to fit; a desc over 64 bytes shows its start and "...". Returns the line's
+   length (a part that does not fit in cap - 1 is left out whole). */
 TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
                                const char *postfix, int width, int ascii);
 TR__C_END /* part */
@@ -53,6 +54,7 @@ static size_t tr__clock_fmt(char *b, size_t cap, double s) { /* MM:SS, or H:MM:S
 static size_t tr__utf8_width(const char *s) { size_t n = 0; for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80; return n; }
 static int tr__utf8_width_n(const char *s, int len) { int n = 0, i; for (i = 0; i < len; i++) n += ((unsigned char)s[i] & 0xC0) != 0x80; return n; }
 #define TR__BAR_CELLS 10 /* the fewest cells a bar keeps while there is text to give up for them */
+#define TR__BAR_DESC 64  /* a longer desc shows its start and "..." (the line keeps its count and times) */
 /* The length of the first np bytes of a postfix less its last field (fields are separated by ", ") */
 static int tr__bar_less(const char *postfix, int np) {
   while (np > 0 && !(np >= 2 && postfix[np - 2] == ',' && postfix[np - 1] == ' ')) np--;
@@ -66,7 +68,7 @@ static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n,
                                          "\xe2\x96\x8b", "\xe2\x96\x8a", "\xe2\x96\x89", "\xe2\x96\x88" };
   char el[24], rem[24], rate[32], left[96], right[512];
   double r = elapsed > 0 ? (double)(n - initial) / elapsed : 0;
-  int nl, nr, np, cells, full, k, units, times = 1, rated = 1;
+  int nl, nr, np, cells, full, k, units, times = 1, rated = 1, dl, dcut;
   size_t len = 0;
   if (!buf || cap == 0) return 0;
   buf[0] = 0;
@@ -76,12 +78,16 @@ static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n,
   tr__clock_fmt(el, sizeof el, elapsed);
   if (r <= 0) snprintf(rate, sizeof rate, "?it/s");
   else if (r < 1) tr__msg(rate, sizeof rate, "%.2fs/it", 1 / r); /* tqdm flips below one per second */
-  else tr__msg(rate, sizeof rate, "%.2fit/s", r); /* (a rate of 1e25 would end in "...": tr__msg) */
+  else tr__msg(rate, sizeof rate, "%.2fit/s", r); /* (only a rate past 1e25 could be cut: "...") */
   if (total > 0 && r > 0) tr__clock_fmt(rem, sizeof rem, (double)(total - n) / r);
   else snprintf(rem, sizeof rem, "?");
-  /* a desc too long for left ends in "..." (tr__msg_at) */
-  if (total > 0) nl = (int)tr__msg_at(left, sizeof left, 0, "%s: %3.0f%%|", desc, 100.0 * (double)n / (double)total);
-  else nl = (int)tr__msg_at(left, sizeof left, 0, "%s: %lldit", desc, (long long)n); /* unknown total: "desc: 12it [00:01, 9.50it/s]" */
+  dl = (int)strlen(desc);
+  if ((dcut = dl > TR__BAR_DESC) != 0) /* cut at a character's start */
+    for (dl = TR__BAR_DESC - 3; dl > 0 && ((unsigned char)desc[dl] & 0xC0) == 0x80; dl--) {}
+  /* left fits (64 + 3 + ": " + 21 digits of an int64 ratio + "%|"): tr__msg_at only for gcc's sake */
+  if (total > 0)
+    nl = (int)tr__msg_at(left, sizeof left, 0, "%.*s%s: %3.0f%%|", dl, desc, dcut ? "..." : "", 100.0 * (double)n / (double)total);
+  else nl = (int)tr__msg_at(left, sizeof left, 0, "%.*s%s: %lldit", dl, desc, dcut ? "..." : "", (long long)n); /* "desc: 12it [00:01, 9.50it/s]" */
   if (nl >= (int)sizeof left) nl = (int)strlen(left);
   for (;;) { /* the right part, less what a narrow line gives up (a loop at each redraw only) */
     if (times) /* "| n/total [elapsed<remaining, rate, postfix]", or " [elapsed, rate, postfix]" without a total */
@@ -98,12 +104,13 @@ static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n,
     else if (times) times = 0;
     else break;
   }
-  if (total <= 0) { tr__msg(buf, cap, "%s%s", left, right); return strlen(buf); }
+#define TR__ADD(s, l) do { size_t l_ = (l); if (len + l_ < cap) { memcpy(buf + len, (s), l_); len += l_; } } while (0)
+  /* (a buf too small drops a part whole, never cuts a number) */
+  if (total <= 0) { TR__ADD(left, (size_t)nl); TR__ADD(right, (size_t)nr); buf[len] = 0; return len; }
   if (cells < 1) cells = 1; /* tqdm: the bar takes what the text leaves */
   if (cells > 400) cells = 400;
   units = ascii ? 10 : 8; /* tqdm: tenths in ASCII (" 123456789#"), eighths in blocks */
   full = (int)((double)cells * units * (double)(n < total ? n : total) / (double)total);
-#define TR__ADD(s, l) do { size_t l_ = (l); if (len + l_ < cap) { memcpy(buf + len, (s), l_); len += l_; } } while (0)
   TR__ADD(left, (size_t)nl);
   for (k = 0; k < cells; k++) {
     int part = full - units * k;
