@@ -1068,6 +1068,11 @@ static void test_schedule_spec(void **state) {
     if (tr_sched_parse(&s, bad[i].spec, why, sizeof why) != TR_ERR_INVALID || !strstr(why, bad[i].says))
       fail_msg("'%s': expected a refusal saying '%s', got '%s'", bad[i].spec, bad[i].says, why);
   }
+  { /* a message longer than the caller's buffer shows its cut: "..." at the end */
+    char small[24];
+    assert_int_equal(tr_sched_parse(&s, "cosine; linear", small, sizeof small), TR_ERR_INVALID);
+    assert_string_equal(small, "tr_sched_parse: 'cos...");
+  }
   /* tr_init refuses the same things in a desc, before anything runs */
   lin_init(&m, 4, 1);
   memset(&d, 0, sizeof d);
