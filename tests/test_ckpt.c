@@ -569,6 +569,28 @@ static void test_state_check_and_order(void **state) {
   g_order[0] = 0;
   assert_int_equal(hk_state_load_all(reg, blobs, 4), HK_ERR_DUPLICATE);
   assert_string_equal(g_order, ""); /* nothing loaded */
+  { /* names too long for the message's list: it ends in "..." where it is cut, the count after it */
+    static char longer[2][121];
+    hk_callback cb;
+    hk_opts o;
+    const char *err;
+    for (i = 0; i < 2; i++) {
+      memset(longer[i], 'a' + i, 120);
+      memset(&cb, 0, sizeof cb);
+      memset(&o, 0, sizeof o);
+      cb.name = longer[i];
+      cb.save_state = order_save;
+      cb.load_state = order_load;
+      assert_int_equal(hk_add_callback(reg, &cb, &o, NULL), HK_OK);
+    }
+    blobs[3].key = "cbB";
+    assert_int_equal(hk_state_check(reg, blobs, 4, &missing), HK_OK);
+    assert_int_equal(missing, 2);
+    err = hk_last_error(reg);
+    assert_int_equal(strncmp(err, "no saved state for 'aaaa", 24), 0);
+    assert_int_equal(strlen(err), strlen("no saved state for ") + 199); /* the list's 200 bytes, less its NUL */
+    assert_string_equal(err + strlen(err) - 4, "b...");
+  }
   hk_destroy(reg);
 }
 
