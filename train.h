@@ -7529,6 +7529,17 @@ static void tr__run_unmake(tr_run *run) {
 TR__SHARED void tr__run_note_dir(tr_run *run, const char *dir) {
   if (run && !run->tr__p->dir && dir) run->tr__p->dir = tr__strdup(dir); /* out of memory: ./checkpoints */
 }
+/* The directory the resumed checkpoint names (its block's), where the run continues it under another path (moved,
+   renamed, spelled otherwise: the run's directory is that one, known by its run id); else NULL. A default path
+   under it (model_checkpoint's checkpoints/) went with it. */
+TR__SHARED const char *tr__run_moved_from(const tr_run *run) {
+  const tr__run_priv *q = run ? run->tr__p : NULL;
+  const tr__run_dir *rd;
+  if (!q || !q->dir || !q->cont_dir || !strcmp(q->dir, q->cont_dir)) return NULL;
+  for (rd = q->dirs; rd; rd = rd->next)
+    if (rd->continued && !strcmp(rd->dir, q->dir)) return q->cont_dir;
+  return NULL;
+}
 
 TRAIN_API const char *tr_run_dir_id(hk_registry *reg, const char **id) {
   const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
@@ -10047,6 +10058,16 @@ static int tr__mc_save_state(void *user, hk_bytes *out) {
   }
   return out->failed ? -1 : 0;
 }
+/* *p under the directory from: under to now (a moved run directory's checkpoints/). -1 out of memory. */
+static int tr__mc_rebase(char **p, const char *from, const char *to) {
+  size_t n = strlen(from);
+  char *moved;
+  if (!*p || strncmp(*p, from, n) || (*p)[n] != '/') return 0;
+  if (!(moved = tr__join(to, *p + n + 1))) return -1;
+  free(*p);
+  *p = moved;
+  return 0;
+}
 static int tr__mc_load_state(void *user, hk_reader *in) {
   tr__mc *s = (tr__mc *)user;
   uint64_t version, n = 0, i;
@@ -10056,6 +10077,7 @@ static int tr__mc_load_state(void *user, hk_reader *in) {
   int64_t n_saved = 0;
   uint64_t n_recent = 0, n_forever = 0;
   char **recent = NULL, **forever = NULL;
+  int moved = 0;
   int ok = !tr__get_u64(in, &version) && (version == 1 || version == 2) && !tr__get_str(in, &dir) && !tr__get_str(in, &best) &&
            !tr__get_f64(in, &best_score) && !tr__get_str(in, &kth) && !tr__get_f64(in, &kth_value) &&
            !tr__get_str(in, &last) && !tr__get_f64(in, &current) && !tr__get_i64(in, &step) &&
@@ -10085,7 +10107,22 @@ static int tr__mc_load_state(void *user, hk_reader *in) {
     if (tr__get_end(in)) ok = 0;
   }
   if (ok && tr__mc_default_dir(s)) { hk_reject(in, "out of memory"); ok = 0; }
-  if (ok && strcmp(dir, s->dirpath) == 0) { /* the same directory: everything */
+  if (ok && s->dir_default == 2 && strcmp(dir, s->dirpath) && tr__run_moved_from(s->run)) {
+    /* the run's directory continued, moved or renamed: its checkpoints/ went with it (the same files) */
+    char *was = tr__join(tr__run_moved_from(s->run), "checkpoints");
+    int bad = !was;
+    if (was && !strcmp(dir, was)) {
+      bad |= tr__mc_rebase(&best, was, s->dirpath) | tr__mc_rebase(&kth, was, s->dirpath) |
+             tr__mc_rebase(&last, was, s->dirpath) | tr__mc_rebase(&newest, was, s->dirpath);
+      for (i = 0; i < n; i++) bad |= tr__mc_rebase(&paths[i], was, s->dirpath);
+      for (i = 0; i < n_recent; i++) bad |= tr__mc_rebase(&recent[i], was, s->dirpath);
+      for (i = 0; i < n_forever; i++) bad |= tr__mc_rebase(&forever[i], was, s->dirpath);
+      moved = !bad;
+    }
+    free(was);
+    if (bad) { hk_reject(in, "out of memory"); ok = 0; }
+  }
+  if (ok && (moved || strcmp(dir, s->dirpath) == 0)) { /* the same directory: everything */
     int k;
     for (k = 0; k < s->n; k++) free(s->paths[k]);
     free(s->paths); free(s->scores);

@@ -2941,6 +2941,17 @@ static void tr__run_unmake(tr_run *run) {
 TR__SHARED void tr__run_note_dir(tr_run *run, const char *dir) {
   if (run && !run->tr__p->dir && dir) run->tr__p->dir = tr__strdup(dir); /* out of memory: ./checkpoints */
 }
+/* The directory the resumed checkpoint names (its block's), where the run continues it under another path (moved,
+   renamed, spelled otherwise: the run's directory is that one, known by its run id); else NULL. A default path
+   under it (model_checkpoint's checkpoints/) went with it. */
+TR__SHARED const char *tr__run_moved_from(const tr_run *run) {
+  const tr__run_priv *q = run ? run->tr__p : NULL;
+  const tr__run_dir *rd;
+  if (!q || !q->dir || !q->cont_dir || !strcmp(q->dir, q->cont_dir)) return NULL;
+  for (rd = q->dirs; rd; rd = rd->next)
+    if (rd->continued && !strcmp(rd->dir, q->dir)) return q->cont_dir;
+  return NULL;
+}
 
 TRAIN_API const char *tr_run_dir_id(hk_registry *reg, const char **id) {
   const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
