@@ -1115,25 +1115,34 @@ static char *hk__strdup(const char *s) {
   return d;
 }
 
-/* s appended to buf at offset at, cut to fit with "..." where it is cut (at a UTF-8 character's start), so
-   a long list shows its cut. Returns the length the whole would have (as snprintf): >= cap once cut. */
+/* A text cut to fit buf's cap bytes ends in "..." (at a UTF-8 character's start), so the cut shows. */
+static void hk__mark_cut(char *buf, size_t cap) {
+  size_t k;
+  if (cap < 4) return;
+  for (k = cap - 4; k > 0 && ((unsigned char)buf[k] & 0xC0) == 0x80; k--) {}
+  memcpy(buf + k, "...", 4);
+}
+/* s appended to buf at offset at, cut to fit (marked). Returns the length the whole would have (as
+   snprintf): >= cap once cut. */
 static size_t hk__cat(char *buf, size_t cap, size_t at, const char *s) {
-  size_t n = strlen(s), k;
+  size_t n = strlen(s);
   if (at >= cap) return at;
   if (at + n < cap) { memcpy(buf + at, s, n + 1); return at + n; }
   memcpy(buf + at, s, cap - 1 - at);
   buf[cap - 1] = 0;
-  if (cap >= 4) {
-    for (k = cap - 4; k > 0 && ((unsigned char)buf[k] & 0xC0) == 0x80; k--) {}
-    memcpy(buf + k, "...", 4);
-  }
+  hk__mark_cut(buf, cap);
   return at + n;
+}
+/* A message into buf, cut to fit (marked): an error too long for its buffer says so. */
+static void hk__vfmt(char *buf, size_t cap, const char *fmt, va_list ap) {
+  int w = vsnprintf(buf, cap, fmt, ap);
+  if (w >= 0 && (size_t)w >= cap) hk__mark_cut(buf, cap);
 }
 
 static hk_err hk__fail_with(hk__state *s, hk_err code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(s->err, sizeof s->err, fmt, ap);
+  hk__vfmt(s->err, sizeof s->err, fmt, ap);
   va_end(ap);
   return code;
 }
@@ -1656,7 +1665,7 @@ HK__DEF hk_err hk_set_error(hk_registry *reg, hk_err code, const char *fmt, ...)
   va_list ap;
   if (!reg || !fmt) return code;
   va_start(ap, fmt);
-  vsnprintf(reg->hk__s->err, sizeof reg->hk__s->err, fmt, ap);
+  hk__vfmt(reg->hk__s->err, sizeof reg->hk__s->err, fmt, ap);
   va_end(ap);
   return code;
 }
@@ -2052,7 +2061,7 @@ HK__DEF hk_signal hk_fail(hk_ctx *ctx, const char *fmt, ...) {
   va_list ap;
   if (!ctx) return HK_FAIL;
   va_start(ap, fmt);
-  vsnprintf(ctx->hk__fail_msg, sizeof ctx->hk__fail_msg, fmt ? fmt : "(no message)", ap);
+  hk__vfmt(ctx->hk__fail_msg, sizeof ctx->hk__fail_msg, fmt ? fmt : "(no message)", ap);
   va_end(ap);
   return HK_FAIL;
 }

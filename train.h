@@ -5191,7 +5191,7 @@ static tr_err tr__run_refuse(hk_registry *reg, tr_err e, const char *fmt, ...) {
   char msg[sizeof run->tr__p->error];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  (void)tr__vmsg(msg, sizeof msg, 0, fmt, ap);
   va_end(ap);
   if (reg) hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", msg);
   if (run) memcpy(run->tr__p->error, msg, sizeof msg);
@@ -5714,7 +5714,7 @@ TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...) {
   run->failed = 1;
   run->tr__p->err = e ? e : TR_ERR_HOOK;
   va_start(ap, fmt);
-  vsnprintf(run->tr__p->failure, sizeof run->tr__p->failure, fmt, ap);
+  (void)tr__vmsg(run->tr__p->failure, sizeof run->tr__p->failure, 0, fmt, ap);
   va_end(ap);
   memcpy(run->tr__p->error, run->tr__p->failure, sizeof run->tr__p->error); /* a later refusal may say more there */
 }
@@ -8380,7 +8380,7 @@ static tr_err tr__bad(tr__why *w, const char *fmt, ...) TR__PRINTF(2, 3);
 static tr_err tr__bad(tr__why *w, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(w->msg, sizeof w->msg, fmt, ap);
+  (void)tr__vmsg(w->msg, sizeof w->msg, 0, fmt, ap);
   va_end(ap);
   return TR_ERR_INVALID;
 }
@@ -8631,7 +8631,7 @@ static hk_signal tr__logger_broke(tr__logger *s, hk_ctx *ctx, const char *fmt, .
   if (s->broken) return HK_CONTINUE;
   s->broken = 1;
   va_start(ap, fmt);
-  vsnprintf(s->err, sizeof s->err, fmt, ap);
+  (void)tr__vmsg(s->err, sizeof s->err, 0, fmt, ap);
   va_end(ap);
   s->pub.error = s->err;
   if (s->fail_on_error && ctx) return hk_fail(ctx, "%s logger: %s", who, s->err);
@@ -16817,7 +16817,7 @@ static void tr__loop_fail(hk_registry *reg, tr__loop *L, const char *fmt, ...) {
   char msg[640];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  (void)tr__vmsg(msg, sizeof msg, 0, fmt, ap);
   va_end(ap);
   tr_run_fail(reg, TR_ERR_INVALID, "%s", msg);
   hk_set_error(reg, HK_ERR_INVALID, "%s", msg);
@@ -17955,7 +17955,7 @@ static tr_err tr__fail(tr_trainer *t, tr_err code, const char *fmt, ...) {
   if (t->tr__err == TR_OK) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(t->error, sizeof t->error, fmt, ap);
+    (void)tr__vmsg(t->error, sizeof t->error, 0, fmt, ap);
     va_end(ap);
     t->tr__err = code;
   }
@@ -17969,7 +17969,7 @@ static tr_err tr__refuse(tr_trainer *t, const char *fmt, ...) {
   if (t->tr__err == TR_OK) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(t->error, sizeof t->error, fmt, ap);
+    (void)tr__vmsg(t->error, sizeof t->error, 0, fmt, ap);
     va_end(ap);
   }
   return TR_ERR_INVALID;

@@ -897,6 +897,37 @@ static void test_sgd_reference(void **state) {
 /* =================================================================================================
    Schedules
    ================================================================================================= */
+/* An error message longer than the buffer that keeps it ends in "..." (at a UTF-8 character's start), so the
+   cut shows: the trainer's, a run's refusal, and hooks.h's. */
+static void expect_cut(const char *msg, size_t cap) {
+  size_t n = strlen(msg);
+  if (n + 1 != cap && n + 2 != cap) fail_msg("a cut message of %zu bytes in a buffer of %zu", n, cap);
+  assert_string_equal(msg + n - 3, "...");
+  assert_int_equal((n - 3) % 2, 0); /* whole two-byte characters before it */
+}
+static hk_signal fail_long(hk_ctx *ctx, void *u) { return hk_fail(ctx, "%s", (const char *)u); }
+static void test_long_errors_show_cut(void **state) {
+  char text[2400];
+  tr_trainer t;
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  size_t i;
+  (void)state;
+  for (i = 0; i + 2 < sizeof text; i += 2) memcpy(text + i, "\xc3\xa9", 2); /* U+00E9, 2 bytes each */
+  text[i] = 0;
+  memset(&t, 0, sizeof t);
+  assert_int_equal(tr__fail(&t, TR_ERR_INVALID, "%s", text), TR_ERR_INVALID);
+  expect_cut(tr_error(&t), sizeof t.error);
+  assert_non_null(reg);
+  assert_int_equal(hk_set_error(reg, HK_ERR_INVALID, "%s", text), HK_ERR_INVALID);
+  expect_cut(hk_last_error(reg), strlen(hk_last_error(reg)) + 1);
+  assert_true(strlen(hk_last_error(reg)) > 400);
+  memset(&ctx, 0, sizeof ctx);
+  assert_int_equal(fail_long(&ctx, text), HK_FAIL);
+  expect_cut(ctx.hk__fail_msg, sizeof ctx.hk__fail_msg);
+  hk_destroy(reg);
+}
+
 static void test_schedule_values(void **state) {
   tr_sched s;
   (void)state;
@@ -3036,6 +3067,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_predict_outputs),
     cmocka_unit_test(test_adamw_reference),
     cmocka_unit_test(test_sgd_reference),
+    cmocka_unit_test(test_long_errors_show_cut),
     cmocka_unit_test(test_schedule_values),
     cmocka_unit_test(test_schedule_in_loop),
     cmocka_unit_test(test_schedule_torch_ref),

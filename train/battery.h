@@ -324,7 +324,7 @@ static tr_err tr__bad(tr__why *w, const char *fmt, ...) TR__PRINTF(2, 3);
 static tr_err tr__bad(tr__why *w, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(w->msg, sizeof w->msg, fmt, ap);
+  (void)tr__vmsg(w->msg, sizeof w->msg, 0, fmt, ap);
   va_end(ap);
   return TR_ERR_INVALID;
 }

@@ -82,7 +82,7 @@ static void tr__loop_fail(hk_registry *reg, tr__loop *L, const char *fmt, ...) {
   char msg[640];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  (void)tr__vmsg(msg, sizeof msg, 0, fmt, ap);
   va_end(ap);
   tr_run_fail(reg, TR_ERR_INVALID, "%s", msg);
   hk_set_error(reg, HK_ERR_INVALID, "%s", msg);

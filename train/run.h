@@ -603,7 +603,7 @@ static tr_err tr__run_refuse(hk_registry *reg, tr_err e, const char *fmt, ...) {
   char msg[sizeof run->tr__p->error];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  (void)tr__vmsg(msg, sizeof msg, 0, fmt, ap);
   va_end(ap);
   if (reg) hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", msg);
   if (run) memcpy(run->tr__p->error, msg, sizeof msg);
@@ -1126,7 +1126,7 @@ TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...) {
   run->failed = 1;
   run->tr__p->err = e ? e : TR_ERR_HOOK;
   va_start(ap, fmt);
-  vsnprintf(run->tr__p->failure, sizeof run->tr__p->failure, fmt, ap);
+  (void)tr__vmsg(run->tr__p->failure, sizeof run->tr__p->failure, 0, fmt, ap);
   va_end(ap);
   memcpy(run->tr__p->error, run->tr__p->failure, sizeof run->tr__p->error); /* a later refusal may say more there */
 }

@@ -86,7 +86,7 @@ static hk_signal tr__logger_broke(tr__logger *s, hk_ctx *ctx, const char *fmt, .
   if (s->broken) return HK_CONTINUE;
   s->broken = 1;
   va_start(ap, fmt);
-  vsnprintf(s->err, sizeof s->err, fmt, ap);
+  (void)tr__vmsg(s->err, sizeof s->err, 0, fmt, ap);
   va_end(ap);
   s->pub.error = s->err;
   if (s->fail_on_error && ctx) return hk_fail(ctx, "%s logger: %s", who, s->err);

@@ -174,7 +174,7 @@ static tr_err tr__fail(tr_trainer *t, tr_err code, const char *fmt, ...) {
   if (t->tr__err == TR_OK) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(t->error, sizeof t->error, fmt, ap);
+    (void)tr__vmsg(t->error, sizeof t->error, 0, fmt, ap);
     va_end(ap);
     t->tr__err = code;
   }
@@ -188,7 +188,7 @@ static tr_err tr__refuse(tr_trainer *t, const char *fmt, ...) {
   if (t->tr__err == TR_OK) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(t->error, sizeof t->error, fmt, ap);
+    (void)tr__vmsg(t->error, sizeof t->error, 0, fmt, ap);
     va_end(ap);
   }
   return TR_ERR_INVALID;
