@@ -2402,6 +2402,11 @@ extern FILE *open_memstream(char **ptr, size_t *size);
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* k, or the start of the UTF-8 character whose byte s[k] is: where text can be cut without splitting one */
+static size_t tr__utf8_start(const char *s, size_t k) {
+  while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80) k--;
+  return k;
+}
 /* Text into dst at offset at, cut to fit with "..." where it is cut (at a UTF-8 character's start), so a
    cut shows (vsnprintf: a message into a caller's buffer is cut, not a compiler warning). Returns the
    length the whole text would have, as snprintf: >= cap when cut (then at stays >= cap: nothing more). */
@@ -2410,11 +2415,7 @@ static size_t tr__vmsg(char *dst, size_t cap, size_t at, const char *fmt, va_lis
   if (!dst || at >= cap) return at;
   w = vsnprintf(dst + at, cap - at, fmt, ap);
   if (w < 0) { dst[at] = 0; return at; }
-  if (at + (size_t)w >= cap && cap >= 4) {
-    size_t k = cap - 4;
-    while (k > 0 && ((unsigned char)dst[k] & 0xC0) == 0x80) k--;
-    memcpy(dst + k, "...", 4);
-  }
+  if (at + (size_t)w >= cap && cap >= 4) memcpy(dst + tr__utf8_start(dst, cap - 4), "...", 4);
   return at + (size_t)w;
 }
 /* A message into a buffer, cut to fit (as tr__vmsg) */
@@ -14557,8 +14558,7 @@ static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n,
   if (total > 0 && r > 0) tr__clock_fmt(rem, sizeof rem, (double)(total - n) / r);
   else snprintf(rem, sizeof rem, "?");
   dl = (int)strlen(desc);
-  if ((dcut = dl > TR__BAR_DESC) != 0) /* cut at a character's start */
-    for (dl = TR__BAR_DESC - 3; dl > 0 && ((unsigned char)desc[dl] & 0xC0) == 0x80; dl--) {}
+  if ((dcut = dl > TR__BAR_DESC) != 0) dl = (int)tr__utf8_start(desc, TR__BAR_DESC - 3);
   /* left fits (64 + 3 + ": " + 21 digits of an int64 ratio + "%|"): tr__msg_at only for gcc's sake */
   if (total > 0)
     nl = (int)tr__msg_at(left, sizeof left, 0, "%.*s%s: %3.0f%%|", dl, desc, dcut ? "..." : "", 100.0 * (double)n / (double)total);
@@ -19199,18 +19199,18 @@ static void tr__dist_paths(tr_trainer *t) {
    start, after setup and configure_model, before the agreement there; a rank that has one keeps it. */
 static void tr__dist_run_dir(tr_trainer *t) {
   tr__dist *d = (tr__dist *)t->tr__dist;
-  struct { char dir[TR__DIST_DIR], id[40]; } x; /* dir[0] = 1 and dir[1] = 0: rank 0's is too long to send */
+  struct { char dir[TR__DIST_DIR], id[40]; int32_t too_long; } x; /* too_long: rank 0's, sent none */
   int rc;
   if (!d || d->broken || d->dead) return; /* (every rank alike: the run's start agreed) */
   memset(&x, 0, sizeof x);
   if (d->rank == 0) {
     const char *id, *dir = tr_run_dir_id(t->reg, &id);
     if (dir && strlen(dir) < sizeof x.dir) memcpy(x.dir, dir, strlen(dir));
-    else if (dir) x.dir[0] = 1;
+    else x.too_long = dir != NULL;
     if (strlen(id) < sizeof x.id) memcpy(x.id, id, strlen(id));
   }
   if ((rc = MPI_Bcast(&x, (int)sizeof x, MPI_BYTE, 0, d->comm)) != MPI_SUCCESS) { tr__dist_fail(t, rc, "MPI_Bcast (the run directory)"); return; }
-  if (x.dir[0] == 1 && x.dir[1] == 0) { /* every rank alike, so the vote after fails every rank with this */
+  if (x.too_long) { /* every rank alike, so the vote after fails every rank with this */
     if (!t->tr__err) tr__fail(t, TR_ERR_INVALID, "the run's directory on rank 0 is %d bytes or longer, too long a path to open; "
                               "give a shorter save_dir or name", TR__DIST_DIR);
     return;

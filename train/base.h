@@ -370,6 +370,11 @@ extern FILE *open_memstream(char **ptr, size_t *size);
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* k, or the start of the UTF-8 character whose byte s[k] is: where text can be cut without splitting one */
+static size_t tr__utf8_start(const char *s, size_t k) {
+  while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80) k--;
+  return k;
+}
 /* Text into dst at offset at, cut to fit with "..." where it is cut (at a UTF-8 character's start), so a
    cut shows (vsnprintf: a message into a caller's buffer is cut, not a compiler warning). Returns the
    length the whole text would have, as snprintf: >= cap when cut (then at stays >= cap: nothing more). */
@@ -378,11 +383,7 @@ static size_t tr__vmsg(char *dst, size_t cap, size_t at, const char *fmt, va_lis
   if (!dst || at >= cap) return at;
   w = vsnprintf(dst + at, cap - at, fmt, ap);
   if (w < 0) { dst[at] = 0; return at; }
-  if (at + (size_t)w >= cap && cap >= 4) {
-    size_t k = cap - 4;
-    while (k > 0 && ((unsigned char)dst[k] & 0xC0) == 0x80) k--;
-    memcpy(dst + k, "...", 4);
-  }
+  if (at + (size_t)w >= cap && cap >= 4) memcpy(dst + tr__utf8_start(dst, cap - 4), "...", 4);
   return at + (size_t)w;
 }
 /* A message into a buffer, cut to fit (as tr__vmsg) */

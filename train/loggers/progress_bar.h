@@ -82,8 +82,7 @@ static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n,
   if (total > 0 && r > 0) tr__clock_fmt(rem, sizeof rem, (double)(total - n) / r);
   else snprintf(rem, sizeof rem, "?");
   dl = (int)strlen(desc);
-  if ((dcut = dl > TR__BAR_DESC) != 0) /* cut at a character's start */
-    for (dl = TR__BAR_DESC - 3; dl > 0 && ((unsigned char)desc[dl] & 0xC0) == 0x80; dl--) {}
+  if ((dcut = dl > TR__BAR_DESC) != 0) dl = (int)tr__utf8_start(desc, TR__BAR_DESC - 3);
   /* left fits (64 + 3 + ": " + 21 digits of an int64 ratio + "%|"): tr__msg_at only for gcc's sake */
   if (total > 0)
     nl = (int)tr__msg_at(left, sizeof left, 0, "%.*s%s: %3.0f%%|", dl, desc, dcut ? "..." : "", 100.0 * (double)n / (double)total);

@@ -804,18 +804,18 @@ static void tr__dist_paths(tr_trainer *t) {
    start, after setup and configure_model, before the agreement there; a rank that has one keeps it. */
 static void tr__dist_run_dir(tr_trainer *t) {
   tr__dist *d = (tr__dist *)t->tr__dist;
-  struct { char dir[TR__DIST_DIR], id[40]; } x; /* dir[0] = 1 and dir[1] = 0: rank 0's is too long to send */
+  struct { char dir[TR__DIST_DIR], id[40]; int32_t too_long; } x; /* too_long: rank 0's, sent none */
   int rc;
   if (!d || d->broken || d->dead) return; /* (every rank alike: the run's start agreed) */
   memset(&x, 0, sizeof x);
   if (d->rank == 0) {
     const char *id, *dir = tr_run_dir_id(t->reg, &id);
     if (dir && strlen(dir) < sizeof x.dir) memcpy(x.dir, dir, strlen(dir));
-    else if (dir) x.dir[0] = 1;
+    else x.too_long = dir != NULL;
     if (strlen(id) < sizeof x.id) memcpy(x.id, id, strlen(id));
   }
   if ((rc = MPI_Bcast(&x, (int)sizeof x, MPI_BYTE, 0, d->comm)) != MPI_SUCCESS) { tr__dist_fail(t, rc, "MPI_Bcast (the run directory)"); return; }
-  if (x.dir[0] == 1 && x.dir[1] == 0) { /* every rank alike, so the vote after fails every rank with this */
+  if (x.too_long) { /* every rank alike, so the vote after fails every rank with this */
     if (!t->tr__err) tr__fail(t, TR_ERR_INVALID, "the run's directory on rank 0 is %d bytes or longer, too long a path to open; "
                               "give a shorter save_dir or name", TR__DIST_DIR);
     return;
